@@ -1,0 +1,47 @@
+"""Intent classifiers: scores over a closed label set.
+
+* :class:`LocalClassifier` -- TF-IDF (word 1-2 + char 2-5 grams) into logistic
+  regression; the embedded default and the cheap first stage.
+* :class:`LLMClassifier` -- an LLM constrained to the label set through instructor over
+  litellm, with label repair, transport retries, abstentions, cache and cost accounting.
+* :class:`CascadeClassifier` -- the local classifier first, the LLM for the rest.
+* :func:`load_classifier` -- load any saved classifier directory (code-free formats only).
+
+Names resolve lazily so that importing this package pulls in neither scikit-learn nor
+litellm until a classifier is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._base import IntentClassifier, RankedLabels
+
+_LAZY = {
+    "LocalClassifier": "._local",
+    "LLMClassifier": "._llm",
+    "RetrySettings": "._retry",
+    "PromptTemplate": "._prompt",
+    "CascadeClassifier": "._cascade",
+    "load_classifier": "._persistence",
+}
+
+__all__ = ["IntentClassifier", "RankedLabels", *sorted(_LAZY)]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._cascade import CascadeClassifier
+    from ._llm import LLMClassifier
+    from ._local import LocalClassifier
+    from ._persistence import load_classifier
+    from ._prompt import PromptTemplate
+    from ._retry import RetrySettings
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __package__), name)
+    globals()[name] = value
+    return value

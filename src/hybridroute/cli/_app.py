@@ -1,0 +1,97 @@
+"""The Typer application and the one place where errors become exit codes.
+
+Command modules are imported here to register their commands; each keeps its heavy
+imports (pandas, scikit-learn, litellm, mlflow...) inside the command functions so that
+``hybridroute --help`` stays fast.
+
+Exit codes: 0 success, 1 a failure that is not the user's (a bug, a crashed service),
+2 a user mistake (bad facts, bad rules file, bad dataset row, bad artifact, usage error),
+each with one line on stderr and no traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+import click
+import typer
+
+from .. import __version__
+from ..exceptions import UserInputError
+
+app = typer.Typer(
+    name="hybridroute",
+    help="Rule-plus-model hybrid routing: rules, intent classifiers, fitted thresholds, "
+    "auditable decision records.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+# One module per command or command group; each defines ``register(app)``.
+_COMMAND_MODULES = (
+    "_route",
+    "_datasets",
+    "_train",
+    "_standin",
+    "_calibrate",
+    "_demo",
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"hybridroute {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Rule-plus-model hybrid routing."""
+
+
+for _name in _COMMAND_MODULES:
+    importlib.import_module(f"{__package__}.{_name}").register(app)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``message`` as one line on stderr and return the Exit to raise."""
+    typer.echo(f"error: {' '.join(str(message).split())}", err=True)
+    return typer.Exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hybridroute`` console script."""
+    command = typer.main.get_command(app)
+    try:
+        command.main(
+            args=list(argv) if argv is not None else None,
+            prog_name="hybridroute",
+            standalone_mode=False,
+        )
+    except UserInputError as exc:
+        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+        return 2
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code or 0)
+    except click.ClickException as exc:
+        exc.show()
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        typer.echo("aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,674 @@
+"""The decision contract: destinations, reason codes, stages, the facts schema, ``Decision``.
+
+Everything that crosses a layer boundary is defined here, and this module imports
+nothing else from hybridroute except :mod:`hybridroute.exceptions`.
+
+* **Destinations** form a finite declared set: the six generic next steps
+  (:data:`GENERIC_DESTINATIONS`) plus the intent destinations a user declares in a
+  :class:`Vocabulary`.
+* **Reason codes** are finite too: the built-in :class:`ReasonCode` members plus codes a
+  rules file declares.
+* A :class:`Decision` is an immutable, keyword-only value carrying the five contract
+  fields (``input_snapshot``, ``allowed_destinations``, ``selected_destination``,
+  ``reason_code``, ``evidence_ids``) plus router name and version, stage and, for model
+  stages, label, confidence, threshold and margin. Its ``snapshot_hash`` is the SHA-256
+  of the canonical JSON of the input snapshot alone, so the same input hashes the same
+  across processes, machines and router versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from .exceptions import FactsError, UndeclaredValueError
+
+__all__ = [
+    "GENERIC_DESTINATIONS",
+    "RECORD_VERSION",
+    "Decision",
+    "FactSchema",
+    "FactSpec",
+    "ReasonCode",
+    "Stage",
+    "Vocabulary",
+    "canonical_json",
+    "snapshot_hash",
+]
+
+#: Version of the serialised decision record written by :meth:`Decision.to_dict`.
+RECORD_VERSION = 1
+
+#: The generic next steps every router knows. Intent destinations are declared on top.
+GENERIC_DESTINATIONS: tuple[str, ...] = (
+    "answer",
+    "ask_user",
+    "retry_tool",
+    "fail",
+    "reject",
+    "human_review",
+)
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:[.:/-][a-z0-9_]+)*$")
+
+
+class Stage(StrEnum):
+    """Which layer made a decision."""
+
+    RULE = "rule"
+    MODEL = "model"
+    POLICY = "policy"
+    FALLBACK = "fallback"
+
+
+class ReasonCode(StrEnum):
+    """Built-in reason codes. Rules files may declare more (see :class:`Vocabulary`)."""
+
+    # rule stage
+    PERMISSION_DENIED = "permission_denied"
+    TOOL_ERROR_RETRY = "tool_error_retry"
+    RETRY_BUDGET_EXHAUSTED = "retry_budget_exhausted"
+    TOOL_ERROR_FATAL = "tool_error_fatal"
+    HIGH_RISK_AMOUNT = "high_risk_amount"
+    SENSITIVE_ACTION = "sensitive_action"
+    STEP_BUDGET_EXCEEDED = "step_budget_exceeded"
+    ROUTE_OSCILLATION = "route_oscillation"
+    EVIDENCE_COMPLETE = "evidence_complete"
+    MISSING_USER_FIELDS = "missing_user_fields"
+    RULE_MATCHED = "rule_matched"
+    DEFAULT_EXIT = "default_exit"
+    # model / policy stage
+    CONFIDENT_INTENT = "confident_intent"
+    LOW_CONFIDENCE = "low_confidence"
+    LOW_MARGIN = "low_margin"
+    OUT_OF_SCOPE = "out_of_scope"
+    NEEDS_REVIEW = "needs_review"
+    EVIDENCE_INCOMPLETE = "evidence_incomplete"
+    NOT_CERTIFIED = "not_certified"
+    # fallback stage (classifier could not answer)
+    INVALID_LABEL = "invalid_label"
+    PROVIDER_ERROR = "provider_error"
+    TIMEOUT = "timeout"
+    CLASSIFIER_ERROR = "classifier_error"
+
+
+_BUILTIN_REASONS: frozenset[str] = frozenset(r.value for r in ReasonCode)
+_STAGES: frozenset[str] = frozenset(s.value for s in Stage)
+
+
+def _check_name(kind: str, value: object) -> str:
+    if not isinstance(value, str) or not _NAME_RE.match(value):
+        raise UndeclaredValueError(
+            kind, value, ("lower-case identifiers such as 'refund_request'",)
+        )
+    return value
+
+
+# --------------------------------------------------------------------------- canonical JSON
+
+
+def _canon(obj: Any) -> Any:
+    """Turn an input snapshot into plain JSON types, rejecting what JSON cannot hold."""
+    t = type(obj)
+    if t is str or t is bool or obj is None:
+        return obj
+    if t is int:
+        return obj
+    if t is float:
+        if not math.isfinite(obj):
+            raise ValueError(f"non-finite number {obj!r} cannot go into an input snapshot")
+        # 1.0 and 1 are the same fact; hash them the same.
+        return int(obj) if obj.is_integer() and abs(obj) < 2**53 else obj
+    if t is dict or t is MappingProxyType or isinstance(obj, Mapping):
+        out = {}
+        for k, v in obj.items():
+            if type(k) is not str:
+                raise ValueError(f"snapshot keys must be strings, got {k!r}")
+            out[k] = _canon(v)
+        return out
+    if t is tuple or t is list:
+        return [_canon(v) for v in obj]
+    if isinstance(obj, bool):
+        return bool(obj)
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return _canon(float(obj))
+    if isinstance(obj, str):
+        return str(obj)
+    # numpy scalars and the like
+    if hasattr(obj, "item") and callable(obj.item):
+        return _canon(obj.item())
+    raise ValueError(f"value of type {t.__name__} cannot go into an input snapshot")
+
+
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON text: sorted keys, no spaces, UTF-8, integral floats as integers."""
+    return json.dumps(
+        _canon(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def snapshot_hash(snapshot: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of an input snapshot."""
+    return hashlib.sha256(canonical_json(snapshot).encode("utf-8")).hexdigest()
+
+
+def _json_default(obj: Any) -> Any:
+    if type(obj) is MappingProxyType:
+        return dict(obj)
+    raise TypeError(f"value of type {type(obj).__name__} is not canonical JSON")
+
+
+def hash_canonical(snapshot: Mapping[str, Any]) -> str:
+    """:func:`snapshot_hash` for a snapshot already in canonical form, skipping the rewrite.
+
+    Canonical form is what :meth:`FactSchema.validate` returns: JSON types (tuples and
+    read-only mappings allowed), no integral floats, no non-finite numbers. For such input
+    the result equals :func:`snapshot_hash`; it is only faster.
+    """
+    text = json.dumps(
+        snapshot,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+        default=_json_default,
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _freeze(obj: Any) -> Any:
+    """Read-only copy: mappings become MappingProxyType, lists tuples (already-frozen kept)."""
+    t = type(obj)
+    if t is str or t is int or t is float or t is bool or obj is None:
+        return obj
+    if t is MappingProxyType:
+        # Read-only views are built by hybridroute itself over already-frozen values.
+        return obj
+    if t is dict or isinstance(obj, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in obj.items()})
+    if t is tuple or t is list:
+        return tuple(_freeze(v) for v in obj)
+    return obj
+
+
+def _thaw(obj: Any) -> Any:
+    t = type(obj)
+    if t is MappingProxyType or t is dict:
+        return {k: _thaw(v) for k, v in obj.items()}
+    if t is tuple or t is list:
+        return [_thaw(v) for v in obj]
+    return obj
+
+
+# --------------------------------------------------------------------------- vocabulary
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """The finite declared sets a router works with.
+
+    Parameters
+    ----------
+    intents : iterable of str
+        Intent destinations declared by the user (e.g. ``refund_request``), on top of the
+        generic next steps.
+    reason_codes : iterable of str
+        Extra reason codes (e.g. declared by a rules file), on top of :class:`ReasonCode`.
+    """
+
+    intents: tuple[str, ...] = ()
+    reason_codes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        intents = tuple(dict.fromkeys(self.intents))
+        for name in intents:
+            _check_name("destination", name)
+        reasons = tuple(dict.fromkeys(self.reason_codes))
+        for name in reasons:
+            _check_name("reason code", name)
+        object.__setattr__(self, "intents", intents)
+        object.__setattr__(self, "reason_codes", reasons)
+
+    @property
+    def destinations(self) -> tuple[str, ...]:
+        """Generic next steps followed by the declared intent destinations."""
+        return GENERIC_DESTINATIONS + tuple(
+            i for i in self.intents if i not in GENERIC_DESTINATIONS
+        )
+
+    @property
+    def all_reason_codes(self) -> tuple[str, ...]:
+        """Built-in reason codes followed by the declared extra ones."""
+        return tuple(r.value for r in ReasonCode) + tuple(
+            r for r in self.reason_codes if r not in _BUILTIN_REASONS
+        )
+
+    def check_destination(self, value: object) -> str:
+        """Return ``value`` if it is a declared destination, else raise."""
+        if value in GENERIC_DESTINATIONS or value in self.intents:
+            return value  # type: ignore[return-value]
+        raise UndeclaredValueError("destination", value, self.destinations)
+
+    def check_reason_code(self, value: object) -> str:
+        """Return ``value`` if it is a declared reason code, else raise."""
+        if value in _BUILTIN_REASONS or value in self.reason_codes:
+            return value  # type: ignore[return-value]
+        raise UndeclaredValueError("reason code", value, self.all_reason_codes)
+
+    def check_decision(self, decision: Decision) -> Decision:
+        """Check every destination and the reason code of ``decision`` against this vocabulary."""
+        for d in decision.allowed_destinations:
+            self.check_destination(d)
+        self.check_reason_code(decision.reason_code)
+        return decision
+
+
+# --------------------------------------------------------------------------- facts schema
+
+_FACT_TYPES = ("bool", "int", "number", "str", "list[str]", "list[number]", "object")
+
+
+def _type_ok(type_: str, value: Any) -> bool:
+    if type_ == "bool":
+        return isinstance(value, bool)
+    if type_ == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if type_ == "number":
+        return (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        )
+    if type_ == "str":
+        return isinstance(value, str)
+    if type_ == "list[str]":
+        return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+    if type_ == "list[number]":
+        return isinstance(value, (list, tuple)) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in value
+        )
+    if type_ == "object":
+        return isinstance(value, Mapping)
+    raise AssertionError(type_)  # pragma: no cover - guarded by FactSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FactSpec:
+    """One declared fact: name, type, whether it may be null, and its default.
+
+    A fact with no default is required. ``type`` is one of ``bool``, ``int``, ``number``,
+    ``str``, ``list[str]``, ``list[number]``, ``object``.
+    """
+
+    _NO_DEFAULT: ClassVar[object] = object()
+
+    name: str
+    type: str
+    nullable: bool = False
+    default: Any = _NO_DEFAULT
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", self.name):
+            raise FactsError("fact names must be identifiers", field=str(self.name))
+        if self.type not in _FACT_TYPES:
+            raise FactsError(
+                f"unknown type {self.type!r}; use one of {', '.join(_FACT_TYPES)}", field=self.name
+            )
+        if self.has_default and not self._accepts(self.default):
+            raise FactsError(
+                f"default {self.default!r} is not a valid {self._type_text()}", field=self.name
+            )
+
+    @property
+    def has_default(self) -> bool:
+        """Whether the fact may be left out (it then takes its default)."""
+        return self.default is not FactSpec._NO_DEFAULT
+
+    @property
+    def required(self) -> bool:
+        """Whether the fact must be given."""
+        return not self.has_default
+
+    def _type_text(self) -> str:
+        return self.type + (" or null" if self.nullable else "")
+
+    def _accepts(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        return _type_ok(self.type, value)
+
+    def check(self, value: Any) -> Any:
+        """Return ``value`` in canonical form, or raise :class:`FactsError`.
+
+        Canonical form: lists become tuples, integral floats of a ``number`` fact become
+        ints (``1.0`` and ``1`` are the same fact), objects become read-only plain JSON.
+        """
+        # Fast paths on exact JSON types (facts usually come from JSON); anything else
+        # (numpy scalars, subclasses) takes the general path below.
+        t = type(value)
+        typ = self.type
+        if value is None:
+            if self.nullable:
+                return None
+        elif typ == "bool":
+            if t is bool:
+                return value
+        elif typ == "str":
+            if t is str:
+                return value
+        elif typ == "int":
+            if t is int:
+                return value
+        elif typ == "number":
+            if t is int:
+                return value
+            if t is float and math.isfinite(value):
+                return int(value) if value.is_integer() and abs(value) < 2**53 else value
+        elif typ == "list[str]":
+            if (t is list or t is tuple) and all(type(x) is str for x in value):
+                return tuple(value)
+        if not self._accepts(value):
+            raise FactsError(
+                f"expected {self._type_text()}, got {type(value).__name__} {value!r}"[:300],
+                field=self.name,
+            )
+        return _freeze(_canon(value))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type}
+        if self.nullable:
+            out["nullable"] = True
+        if self.has_default:
+            out["default"] = _thaw(self.default)
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class FactSchema:
+    """The declared facts a rule set reads.
+
+    Parameters
+    ----------
+    specs : iterable of FactSpec
+        The declared facts.
+    extra : {"forbid", "ignore"}
+        What to do with an undeclared fact: raise :class:`FactsError` (default), or drop
+        it from the validated facts (it then never reaches a rule nor the snapshot).
+    """
+
+    specs: tuple[FactSpec, ...]
+    extra: str = "forbid"
+    _by_name: Mapping[str, FactSpec] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        specs = tuple(self.specs)
+        by_name: dict[str, FactSpec] = {}
+        for s in specs:
+            if s.name in by_name:
+                raise FactsError("declared twice in the facts schema", field=s.name)
+            by_name[s.name] = s
+        if self.extra not in ("forbid", "ignore"):
+            raise ValueError("extra must be 'forbid' or 'ignore'")
+        object.__setattr__(self, "specs", specs)
+        object.__setattr__(self, "_by_name", MappingProxyType(by_name))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __getitem__(self, name: str) -> FactSpec:
+        return self._by_name[name]
+
+    def validate(self, facts: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Check ``facts`` and return them complete: declared order, defaults filled in.
+
+        Raises
+        ------
+        FactsError
+            Naming the field that is missing, undeclared or of the wrong type.
+        """
+        if facts is None:
+            facts = {}
+        if type(facts) is not dict and not isinstance(facts, Mapping):
+            raise FactsError(f"facts must be a JSON object, got {type(facts).__name__}")
+        by_name = self._by_name
+        if self.extra == "forbid":
+            for k in facts:
+                if k not in by_name:
+                    raise FactsError(
+                        "not declared in the facts schema (declared: " + ", ".join(by_name) + ")",
+                        field=str(k),
+                    )
+        out: dict[str, Any] = {}
+        for name, spec in by_name.items():
+            if name in facts:
+                out[name] = spec.check(facts[name])
+            elif spec.has_default:
+                out[name] = spec.check(spec.default)
+            else:
+                raise FactsError("required fact is missing", field=name)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {s.name: s.to_dict() for s in self.specs}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, extra: str = "forbid") -> FactSchema:
+        """Build a schema from ``{name: {type, nullable?, default?, description?}}``."""
+        specs = []
+        for name, spec in data.items():
+            if not isinstance(spec, Mapping):
+                raise FactsError(
+                    "a fact declaration must be a mapping with a 'type'", field=str(name)
+                )
+            unknown = set(spec) - {"type", "nullable", "default", "description"}
+            if unknown:
+                raise FactsError(
+                    f"unknown keys {sorted(unknown)} in its declaration", field=str(name)
+                )
+            if "type" not in spec:
+                raise FactsError("declaration has no 'type'", field=str(name))
+            kwargs: dict[str, Any] = {
+                "name": name,
+                "type": spec["type"],
+                "nullable": bool(spec.get("nullable", False)),
+                "description": str(spec.get("description", "")),
+            }
+            if "default" in spec:
+                kwargs["default"] = spec["default"]
+            specs.append(FactSpec(**kwargs))
+        return cls(tuple(specs), extra=extra)
+
+
+# --------------------------------------------------------------------------- decision
+
+
+_DECISION_KEYS = (
+    "record_version",
+    "router",
+    "router_version",
+    "stage",
+    "selected_destination",
+    "allowed_destinations",
+    "reason_code",
+    "evidence_ids",
+    "input_snapshot",
+    "snapshot_hash",
+    "rule_id",
+    "label",
+    "confidence",
+    "threshold",
+    "margin",
+    "detail",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """One routing decision: an immutable, JSON-round-trippable record.
+
+    Parameters
+    ----------
+    router, router_version : str
+        Which router (name and version) made the decision.
+    input_snapshot : mapping
+        The facts used and, when a model was consulted, the text (``{"facts": ..., "text": ...}``).
+        Stored read-only; must hold JSON types only.
+    allowed_destinations : tuple of str
+        The destinations this decision was allowed to pick from.
+    selected_destination : str
+        The chosen destination; must be one of ``allowed_destinations``.
+    reason_code : str
+        Why; a declared reason code.
+    evidence_ids : tuple of str
+        Ids of the evidence items the decision relied on.
+    stage : {"rule", "model", "policy", "fallback"}
+        Which layer decided.
+    rule_id : str, optional
+        The rule that fired, for rule-stage decisions.
+    label, confidence, threshold, margin : optional
+        For model and policy stages: the top label, its (calibrated) confidence, the fitted
+        threshold it was compared with and the top-1/top-2 margin.
+    detail : mapping
+        Further JSON-able diagnosis (missing fields, an oscillation pattern, ...).
+    snapshot_hash : str
+        Computed from ``input_snapshot`` when left empty.
+    """
+
+    router: str
+    router_version: str
+    input_snapshot: Mapping[str, Any]
+    allowed_destinations: tuple[str, ...]
+    selected_destination: str
+    reason_code: str
+    stage: str
+    evidence_ids: tuple[str, ...] = ()
+    rule_id: str | None = None
+    label: str | None = None
+    confidence: float | None = None
+    threshold: float | None = None
+    margin: float | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    snapshot_hash: str = ""
+
+    def __post_init__(self) -> None:
+        if self.stage not in _STAGES:
+            raise UndeclaredValueError("stage", self.stage, tuple(sorted(_STAGES)))
+        allowed = self.allowed_destinations
+        if not isinstance(allowed, tuple):
+            allowed = tuple(allowed)
+            object.__setattr__(self, "allowed_destinations", allowed)
+        if self.selected_destination not in allowed:
+            raise UndeclaredValueError("destination", self.selected_destination, allowed)
+        if not isinstance(self.reason_code, str) or not self.reason_code:
+            raise UndeclaredValueError(
+                "reason code", self.reason_code, tuple(sorted(_BUILTIN_REASONS))
+            )
+        if not isinstance(self.evidence_ids, tuple):
+            object.__setattr__(self, "evidence_ids", tuple(self.evidence_ids))
+        snap = self.input_snapshot
+        if not isinstance(snap, MappingProxyType):
+            snap = _freeze(snap)
+            object.__setattr__(self, "input_snapshot", snap)
+        if not isinstance(self.detail, MappingProxyType):
+            object.__setattr__(self, "detail", _freeze(self.detail))
+        if not self.snapshot_hash:
+            object.__setattr__(self, "snapshot_hash", snapshot_hash(snap))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain JSON types, in a fixed key order."""
+        return {
+            "record_version": RECORD_VERSION,
+            "router": self.router,
+            "router_version": self.router_version,
+            "stage": str(self.stage),
+            "selected_destination": self.selected_destination,
+            "allowed_destinations": list(self.allowed_destinations),
+            "reason_code": str(self.reason_code),
+            "evidence_ids": list(self.evidence_ids),
+            "input_snapshot": _thaw(self.input_snapshot),
+            "snapshot_hash": self.snapshot_hash,
+            "rule_id": self.rule_id,
+            "label": self.label,
+            "confidence": self.confidence,
+            "threshold": self.threshold,
+            "margin": self.margin,
+            "detail": _thaw(self.detail),
+        }
+
+    def to_json(self) -> str:
+        """The record as one line of JSON (keys in the fixed order of :meth:`to_dict`)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], *, vocabulary: Vocabulary | None = None
+    ) -> Decision:
+        """Rebuild a decision from :meth:`to_dict` output, checking it thoroughly.
+
+        Raises :class:`UndeclaredValueError` for an undeclared stage, destination or reason
+        code (the latter two checked against ``vocabulary`` when one is given) and
+        :class:`ValueError` for unknown or missing keys, a wrong record version, or a
+        ``snapshot_hash`` that does not match the snapshot.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a decision record must be a JSON object, got {type(data).__name__}")
+        unknown = set(data) - set(_DECISION_KEYS)
+        if unknown:
+            raise ValueError(f"unknown keys in decision record: {sorted(unknown)}")
+        required = (
+            "router",
+            "router_version",
+            "stage",
+            "selected_destination",
+            "allowed_destinations",
+            "reason_code",
+            "input_snapshot",
+        )
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise ValueError(f"decision record lacks {missing}")
+        version = data.get("record_version", RECORD_VERSION)
+        if version != RECORD_VERSION:
+            raise ValueError(
+                f"decision record version {version!r} is not supported (expected {RECORD_VERSION})"
+            )
+        decision = cls(
+            router=data["router"],
+            router_version=data["router_version"],
+            stage=data["stage"],
+            selected_destination=data["selected_destination"],
+            allowed_destinations=tuple(data["allowed_destinations"]),
+            reason_code=data["reason_code"],
+            evidence_ids=tuple(data.get("evidence_ids") or ()),
+            input_snapshot=data["input_snapshot"],
+            rule_id=data.get("rule_id"),
+            label=data.get("label"),
+            confidence=data.get("confidence"),
+            threshold=data.get("threshold"),
+            margin=data.get("margin"),
+            detail=data.get("detail") or {},
+        )
+        given = data.get("snapshot_hash")
+        if given and given != decision.snapshot_hash:
+            raise ValueError(
+                "snapshot_hash does not match the input snapshot "
+                f"(record says {given[:12]}…, content hashes to {decision.snapshot_hash[:12]}…)"
+            )
+        if vocabulary is not None:
+            vocabulary.check_decision(decision)
+        return decision

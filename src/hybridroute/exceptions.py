@@ -1,0 +1,228 @@
+"""The one exception hierarchy of hybridroute.
+
+Every error the toolkit raises on purpose derives from :class:`HybridRouteError`.
+Errors that are the *user's* to fix (a bad rules file, a malformed fact, a broken
+dataset row) derive from :class:`UserInputError`; the command line turns those into a
+one-line message and exit code 2, never a traceback. Errors carry the data that
+locates the problem (file, row, column, rule, field) as attributes, not only in the
+message.
+
+::
+
+    HybridRouteError
+    ├── UserInputError                 user-fixable input; CLI exit code 2
+    │   ├── UndeclaredValueError       destination / reason code / stage not declared
+    │   ├── FactsError                 a fact does not match the declared schema (.field)
+    │   ├── RuleSetError               an ordered rule set is inconsistent (.rule_id)
+    │   ├── RulesFileError             a rules file is unsafe or malformed (.path, .rule_id)
+    │   ├── DatasetError               a labelled set is malformed (.path, .row, .column)
+    │   │   └── DatasetUnavailableError  a public set is neither cached nor reachable
+    │   ├── ArtifactError              a saved model / policy / bundle is tampered,
+    │   │                              incompatible or incomplete (.path)
+    │   └── SpecError                  an experiment spec is malformed (.path, .field)
+    ├── NotFittedError                 an estimator was used before ``fit``
+    ├── ClassifierError                a classifier could not produce scores
+    │   └── LLMError                   the LLM seam gave up (.attempts, .last_response, .usage)
+    │       ├── LLMTransportError      transport budget spent (429 / 5xx / connection)
+    │       ├── LLMTimeoutError        timeouts spent the transport budget
+    │       └── LLMLabelError          repair budget spent: no valid label
+    └── TrackingError                  MLflow tracking failed (results are kept locally)
+
+Names are chosen not to clash with those of dependencies (no ``ValidationError``,
+``APIError`` or ``RateLimitError`` here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ArtifactError",
+    "ClassifierError",
+    "DatasetError",
+    "DatasetUnavailableError",
+    "FactsError",
+    "HybridRouteError",
+    "LLMError",
+    "LLMLabelError",
+    "LLMTimeoutError",
+    "LLMTransportError",
+    "NotFittedError",
+    "RuleSetError",
+    "RulesFileError",
+    "SpecError",
+    "TrackingError",
+    "UndeclaredValueError",
+    "UserInputError",
+]
+
+
+class HybridRouteError(Exception):
+    """Base class of every error raised by hybridroute."""
+
+
+class UserInputError(HybridRouteError):
+    """An input the user can fix: a file, a fact, a dataset row, an artifact."""
+
+
+class UndeclaredValueError(UserInputError, ValueError):
+    """A destination, reason code or stage outside its declared finite set."""
+
+    def __init__(self, kind: str, value: object, allowed: tuple[str, ...] | list[str]) -> None:
+        self.kind = kind
+        self.value = value
+        self.allowed = tuple(allowed)
+        shown = ", ".join(sorted(self.allowed)[:20])
+        more = "" if len(self.allowed) <= 20 else f", ... ({len(self.allowed)} in all)"
+        super().__init__(f"undeclared {kind} {value!r}; declared: {shown}{more}")
+
+
+class FactsError(UserInputError, ValueError):
+    """A fact is missing, of the wrong type, or not declared in the facts schema."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        prefix = f"fact {field!r}: " if field is not None else "facts: "
+        super().__init__(prefix + message)
+
+
+class RuleSetError(UserInputError, ValueError):
+    """An ordered rule set is inconsistent (names the offending rule)."""
+
+    def __init__(self, message: str, *, rule_id: str | None = None) -> None:
+        self.rule_id = rule_id
+        prefix = f"rule {rule_id!r}: " if rule_id is not None else "rule set: "
+        super().__init__(prefix + message)
+
+
+class RulesFileError(UserInputError, ValueError):
+    """A rules file is unsafe, too large, or malformed (names file and rule)."""
+
+    def __init__(
+        self, message: str, *, path: str | None = None, rule_id: str | None = None
+    ) -> None:
+        self.path = path
+        self.rule_id = rule_id
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if rule_id is not None:
+            where.append(f"rule {rule_id!r}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+
+
+class DatasetError(UserInputError, ValueError):
+    """A labelled set is malformed (names file, row and column where known).
+
+    ``row`` is the 1-based data row number as a user sees it in the file (for CSV,
+    the header is row 0; for JSONL, the first line is row 1).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        row: int | None = None,
+        column: str | None = None,
+    ) -> None:
+        self.path = path
+        self.row = row
+        self.column = column
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if row is not None:
+            where.append(f"row {row}")
+        if column is not None:
+            where.append(f"column {column!r}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+
+
+class DatasetUnavailableError(DatasetError):
+    """A public labelled set is neither in the data directory, nor cached, nor reachable."""
+
+
+class ArtifactError(UserInputError, ValueError):
+    """A saved classifier, policy or router bundle is tampered, incompatible or incomplete."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        prefix = f"{path}: " if path is not None else ""
+        super().__init__(prefix + message)
+
+
+class SpecError(UserInputError, ValueError):
+    """An experiment spec is malformed (names file and field)."""
+
+    def __init__(self, message: str, *, path: str | None = None, field: str | None = None) -> None:
+        self.path = path
+        self.field = field
+        where = [str(p) for p in (path,) if p is not None]
+        if field is not None:
+            where.append(f"field {field!r}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+
+
+class NotFittedError(HybridRouteError, AttributeError):
+    """An estimator (classifier, calibrator, threshold) was used before ``fit``."""
+
+
+class ClassifierError(HybridRouteError):
+    """A classifier could not produce scores for an input."""
+
+
+class LLMError(ClassifierError):
+    """The LLM seam gave up on one item.
+
+    Attributes
+    ----------
+    reason_code : str
+        The abstention reason code (``provider_error``, ``timeout``, ``invalid_label``...).
+    attempts : int
+        Requests made for this item.
+    last_response : object
+        The last raw answer or error seen, for diagnosis (never sent back to the model).
+    usage : dict
+        Token counts accumulated over the attempts.
+    """
+
+    reason_code = "provider_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int = 0,
+        last_response: Any = None,
+        usage: dict[str, int] | None = None,
+    ) -> None:
+        self.attempts = attempts
+        self.last_response = last_response
+        self.usage = dict(usage or {})
+        super().__init__(message)
+
+
+class LLMTransportError(LLMError):
+    """The transport retry budget was spent on 429s, 5xx answers or connection errors."""
+
+    reason_code = "provider_error"
+
+
+class LLMTimeoutError(LLMError):
+    """The transport retry budget was spent on timeouts."""
+
+    reason_code = "timeout"
+
+
+class LLMLabelError(LLMError):
+    """The repair budget was spent: the model never gave a label from the label set."""
+
+    reason_code = "invalid_label"
+
+
+class TrackingError(HybridRouteError):
+    """MLflow tracking failed; the results it was given are kept locally."""

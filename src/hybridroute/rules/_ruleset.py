@@ -1,0 +1,423 @@
+"""Rules and ordered rule sets: first match wins, validated when built."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from ..contracts import (
+    Decision,
+    FactSchema,
+    FactSpec,
+    Stage,
+    Vocabulary,
+    hash_canonical,
+)
+from ..exceptions import FactsError, RuleSetError, UndeclaredValueError
+from ._conditions import CompiledCondition, ConditionError, compile_condition
+from .guards import GUARDS, Guard, Outcome
+
+_RULE_STAGE = Stage.RULE.value
+
+__all__ = ["Rule", "RuleMatch", "RuleSet", "reference_fact_schema", "reference_rules"]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleMatch:
+    """The rule that fired (``rule_id`` is ``None`` for the default exit) and its outcome."""
+
+    rule_id: str | None
+    destination: str
+    reason_code: str
+    detail: Mapping[str, Any]
+
+
+class Rule:
+    """One rule: a built-in guard, or a condition with a destination and a reason code.
+
+    Build with :meth:`guard` or :meth:`when`.
+    """
+
+    __slots__ = (
+        "_check",
+        "condition",
+        "description",
+        "destination",
+        "guard_obj",
+        "id",
+        "reason_code",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        *,
+        guard_obj: Guard | None = None,
+        condition: CompiledCondition | None = None,
+        destination: str | None = None,
+        reason_code: str | None = None,
+        description: str = "",
+    ) -> None:
+        if not isinstance(id, str) or not id.strip():
+            raise RuleSetError("every rule needs a non-empty string id", rule_id=str(id))
+        if (guard_obj is None) == (condition is None):
+            raise RuleSetError("a rule is either a guard or a condition", rule_id=id)
+        self.id = id
+        self.guard_obj = guard_obj
+        self.condition = condition
+        self.destination = destination
+        self.reason_code = reason_code
+        self.description = description
+        if guard_obj is not None:
+            self._check = guard_obj.check
+        else:
+            if destination is None:
+                raise RuleSetError("a condition rule needs a destination ('then')", rule_id=id)
+            outcome = Outcome(destination, reason_code or "rule_matched")
+            cond = condition.fn  # type: ignore[union-attr]
+
+            def check(
+                facts: Mapping[str, Any], _c: Any = cond, _o: Outcome = outcome
+            ) -> Outcome | None:
+                return _o if _c(facts) else None
+
+            self._check = check
+
+    @classmethod
+    def guard(cls, id: str, name: str, description: str = "", **params: Any) -> Rule:
+        """A rule running the built-in guard ``name`` with ``params``."""
+        guard_cls = GUARDS.get(name)
+        if guard_cls is None:
+            raise RuleSetError(
+                f"unknown guard {name!r}; built-in guards: {', '.join(GUARDS)}", rule_id=id
+            )
+        return cls(id, guard_obj=guard_cls(id, **params), description=description)
+
+    @classmethod
+    def when(
+        cls,
+        id: str,
+        condition: str,
+        then: str,
+        reason_code: str = "rule_matched",
+        description: str = "",
+        *,
+        fact_types: Mapping[str, str] | None = None,
+    ) -> Rule:
+        """A rule that sends to ``then`` with ``reason_code`` when ``condition`` holds."""
+        try:
+            compiled = compile_condition(condition, fact_types)
+        except ConditionError as exc:
+            raise RuleSetError(f"bad condition: {exc}", rule_id=id) from None
+        return cls(
+            id,
+            condition=compiled,
+            destination=then,
+            reason_code=reason_code,
+            description=description,
+        )
+
+    @property
+    def destinations(self) -> tuple[str, ...]:
+        """Every destination this rule can yield."""
+        if self.guard_obj is not None:
+            return self.guard_obj.destinations
+        return (self.destination,)  # type: ignore[return-value]
+
+    @property
+    def reason_codes(self) -> tuple[str, ...]:
+        if self.guard_obj is not None:
+            return self.guard_obj.reason_codes
+        return (self.reason_code or "rule_matched",)
+
+    def facts_read(self) -> dict[str, tuple[str, ...] | None]:
+        """Fact name -> accepted types (``None``: any type) for every fact read."""
+        if self.guard_obj is not None:
+            return dict(self.guard_obj.facts_read())
+        return {name: None for name in self.condition.facts}  # type: ignore[union-attr]
+
+    def check(self, facts: Mapping[str, Any]) -> Outcome | None:
+        """The outcome when the rule fires on (validated) ``facts``, else ``None``."""
+        return self._check(facts)
+
+    def describe(self) -> dict[str, Any]:
+        if self.guard_obj is not None:
+            return {"id": self.id, **self.guard_obj.describe()}
+        return {
+            "id": self.id,
+            "when": self.condition.source,  # type: ignore[union-attr]
+            "then": self.destination,
+            "reason": self.reason_code,
+        }
+
+    def __repr__(self) -> str:
+        return f"Rule({self.describe()!r})"
+
+
+class RuleSet:
+    """An ordered, validated rule set: first match wins, then the default exit.
+
+    Parameters
+    ----------
+    rules : sequence of Rule
+        In evaluation order.
+    schema : FactSchema
+        The declared facts; facts are validated against it before any rule runs.
+    default : str
+        The default exit's destination, taken when no rule fires (``fail`` unless declared).
+    default_reason : str
+        Its reason code.
+    vocabulary : Vocabulary, optional
+        Declared intent destinations and extra reason codes.
+    name, version : str
+        Written into every decision as ``router`` / ``router_version``.
+
+    Raises
+    ------
+    RuleSetError
+        On duplicate rule ids, an undeclared destination or reason code, a missing default
+        exit, a rule shadowed by an earlier unconditional rule (or one that can never
+        fire), or a rule reading a fact the schema does not declare (or declares with an
+        incompatible type). The message names the rule.
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        *,
+        schema: FactSchema,
+        default: str | None = "fail",
+        default_reason: str = "default_exit",
+        vocabulary: Vocabulary | None = None,
+        name: str = "rules",
+        version: str = "0",
+    ) -> None:
+        self.rules: tuple[Rule, ...] = tuple(rules)
+        self.schema = schema
+        self.vocabulary = vocabulary or Vocabulary()
+        self.name = str(name)
+        self.version = str(version)
+        if default is None:
+            raise RuleSetError("the rule set has no default exit (declare 'default')")
+        self.default = default
+        self.default_reason = default_reason
+        self._validate()
+        self._checks = tuple((r.id, r.check) for r in self.rules)
+        self._default_match = RuleMatch(None, default, default_reason, MappingProxyType({}))
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self) -> None:
+        vocab = self.vocabulary
+        seen: dict[str, int] = {}
+        for pos, rule in enumerate(self.rules):
+            if not isinstance(rule, Rule):
+                raise RuleSetError(f"item {pos} is not a Rule: {rule!r}")
+            if rule.id in seen:
+                raise RuleSetError(
+                    f"duplicate rule id (also rule #{seen[rule.id] + 1})", rule_id=rule.id
+                )
+            seen[rule.id] = pos
+            for dest in rule.destinations:
+                try:
+                    vocab.check_destination(dest)
+                except UndeclaredValueError as exc:
+                    raise RuleSetError(str(exc), rule_id=rule.id) from None
+            for code in rule.reason_codes:
+                try:
+                    vocab.check_reason_code(code)
+                except UndeclaredValueError as exc:
+                    raise RuleSetError(str(exc), rule_id=rule.id) from None
+            for fact, types in rule.facts_read().items():
+                if fact not in self.schema:
+                    raise RuleSetError(
+                        f"reads fact {fact!r}, which the facts schema does not declare",
+                        rule_id=rule.id,
+                    )
+                declared = self.schema[fact].type
+                if types is not None and declared not in types:
+                    raise RuleSetError(
+                        f"reads fact {fact!r} as {' or '.join(types)}, but it is declared {declared}",
+                        rule_id=rule.id,
+                    )
+            if rule.condition is not None and rule.condition.constant is False:
+                raise RuleSetError(
+                    f"can never fire: its condition {rule.condition.source!r} is always false",
+                    rule_id=rule.id,
+                )
+        # shadowing: nothing after an unconditional rule can fire; nor can a guard that
+        # repeats an earlier guard with the same parameters.
+        for pos, rule in enumerate(self.rules):
+            if (
+                rule.condition is not None
+                and rule.condition.constant is True
+                and pos + 1 < len(self.rules)
+            ):
+                nxt = self.rules[pos + 1]
+                raise RuleSetError(
+                    f"can never fire: the earlier rule {rule.id!r} is unconditional "
+                    f"({rule.condition.source!r}) and shadows it",
+                    rule_id=nxt.id,
+                )
+            if rule.guard_obj is not None:
+                for earlier in self.rules[:pos]:
+                    if earlier.guard_obj is not None and earlier.guard_obj == rule.guard_obj:
+                        raise RuleSetError(
+                            f"can never fire: rule {earlier.id!r} runs the same guard with the "
+                            "same parameters earlier",
+                            rule_id=rule.id,
+                        )
+        try:
+            vocab.check_destination(self.default)
+            vocab.check_reason_code(self.default_reason)
+        except UndeclaredValueError as exc:
+            raise RuleSetError(f"default exit: {exc}") from None
+
+    # ------------------------------------------------------------------ evaluation
+    def validate_facts(self, facts: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Facts checked against the schema, defaults filled in (raises :class:`FactsError`)."""
+        return self.schema.validate(facts)
+
+    def match(self, facts: Mapping[str, Any]) -> RuleMatch | None:
+        """The first rule that fires on already-validated ``facts``, or ``None``."""
+        for rule_id, check in self._checks:
+            try:
+                outcome = check(facts)
+            except ConditionError as exc:
+                raise FactsError(f"rule {rule_id!r} cannot be evaluated: {exc}") from None
+            if outcome is not None:
+                return RuleMatch(rule_id, outcome.destination, outcome.reason_code, outcome.detail)
+        return None
+
+    def evaluate(self, facts: Mapping[str, Any] | None) -> RuleMatch:
+        """Validate ``facts`` and return the first match, or the default exit."""
+        return self.match(self.validate_facts(facts)) or self._default_match
+
+    def decide(self, facts: Mapping[str, Any] | None) -> Decision:
+        """Validate ``facts`` and return the full rule-stage :class:`Decision`."""
+        valid = self.validate_facts(facts)
+        found = self.match(valid) or self._default_match
+        snapshot = {"facts": valid}
+        digest = hash_canonical(snapshot)  # validated facts are canonical already
+        return Decision(
+            router=self.name,
+            router_version=self.version,
+            stage=_RULE_STAGE,
+            input_snapshot=MappingProxyType({"facts": MappingProxyType(valid)}),
+            snapshot_hash=digest,
+            allowed_destinations=(found.destination,),
+            selected_destination=found.destination,
+            reason_code=found.reason_code,
+            rule_id=found.rule_id,
+            detail=found.detail,
+        )
+
+    def decide_many(self, facts_list: Iterable[Mapping[str, Any] | None]) -> list[Decision]:
+        """:meth:`decide` for each item."""
+        return [self.decide(f) for f in facts_list]
+
+    def describe(self) -> dict[str, Any]:
+        """The rule set as JSON (name, version, facts, rules in order, default)."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "facts": self.schema.to_dict(),
+            "destinations": list(self.vocabulary.intents),
+            "reason_codes": list(self.vocabulary.reason_codes),
+            "rules": [r.describe() for r in self.rules],
+            "default": {"destination": self.default, "reason": self.default_reason},
+        }
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __repr__(self) -> str:
+        return f"RuleSet(name={self.name!r}, version={self.version!r}, rules={[r.id for r in self.rules]})"
+
+
+# --------------------------------------------------------------------------- reference set
+
+
+def reference_fact_schema() -> FactSchema:
+    """The facts the reference routing order reads, with their defaults."""
+    return FactSchema(
+        (
+            FactSpec(
+                name="has_permission",
+                type="bool",
+                default=True,
+                description="the requester may do what is asked",
+            ),
+            FactSpec(
+                name="tool_error_kind",
+                type="str",
+                nullable=True,
+                default=None,
+                description="null, 'retryable', or another error kind",
+            ),
+            FactSpec(
+                name="attempts", type="int", default=0, description="tool attempts made so far"
+            ),
+            FactSpec(name="amount", type="number", default=0, description="money involved"),
+            FactSpec(name="action", type="str", default="", description="the action prepared"),
+            FactSpec(
+                name="evidence_complete",
+                type="bool",
+                default=False,
+                description="every required evidence point is covered",
+            ),
+            FactSpec(
+                name="missing_user_fields",
+                type="list[str]",
+                default=[],
+                description="fields the user still has to give",
+            ),
+            FactSpec(
+                name="route_history",
+                type="list[str]",
+                default=[],
+                description="destinations visited so far",
+            ),
+            FactSpec(name="step", type="int", default=0, description="steps taken so far"),
+        )
+    )
+
+
+def reference_rules(
+    *,
+    retry_budget: int,
+    amount_limit: float | None,
+    sensitive_actions: Sequence[str] = (),
+    max_steps: int,
+    max_repeats: int,
+    default: str = "fail",
+    intents: Sequence[str] = (),
+    name: str = "reference",
+    version: str = "1",
+) -> RuleSet:
+    """The built-in guards in the reference routing order.
+
+    permission -> tool error (retry budget) -> risk -> step budget -> oscillation ->
+    evidence -> missing user fields -> ``default``. Every limit is an explicit argument:
+    there are no built-in numbers.
+    """
+    rules = [
+        Rule.guard("permission", "permission"),
+        Rule.guard("tool_error", "tool_error", retry_budget=retry_budget),
+        Rule.guard(
+            "risk", "risk", amount_limit=amount_limit, sensitive_actions=list(sensitive_actions)
+        ),
+        Rule.guard("step_budget", "step_budget", max_steps=max_steps),
+        Rule.guard("oscillation", "oscillation", max_repeats=max_repeats),
+        Rule.guard("evidence", "evidence"),
+        Rule.guard("missing_user_fields", "missing_user_fields"),
+    ]
+    return RuleSet(
+        rules,
+        schema=reference_fact_schema(),
+        default=default,
+        vocabulary=Vocabulary(intents=tuple(intents)),
+        name=name,
+        version=version,
+    )
