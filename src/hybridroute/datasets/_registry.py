@@ -1,0 +1,206 @@
+"""Dataset references: ``banking77``, ``clinc150``, ``support-tickets``, ``csv:PATH``, ``jsonl:PATH``."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..contracts import FactSchema
+from ..exceptions import DatasetError
+from . import _bundled, _public
+from ._io import read_csv, read_jsonl, sniff_kind
+from ._labelled import LabelledSet
+from ._validate import DEFAULT_MAX_TEXT_CHARS, Options, build, fact_types_from
+
+__all__ = ["list_datasets", "load_dataset"]
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetEntry:
+    """A named dataset: its loader and a one-line description."""
+
+    name: str
+    loader: Callable[..., LabelledSet]
+    description: str
+    licence: str
+
+
+_ENTRIES: dict[str, DatasetEntry] = {
+    e.name: e
+    for e in (
+        DatasetEntry(
+            "banking77",
+            _public.load_banking77,
+            "online-banking queries, 77 intents; official train 10,003 / test 3,080",
+            "CC BY 4.0 (PolyAI)",
+        ),
+        DatasetEntry(
+            "clinc150",
+            _public.load_clinc150,
+            "150 intents + out-of-scope; train / validation / test 15,000 / 3,000 / 4,500 "
+            "in scope, 100 / 100 / 1,000 out of scope (label 'oos'; oos='drop' to leave out)",
+            "CC BY 3.0 (Clinc)",
+        ),
+        DatasetEntry(
+            "support-tickets",
+            _bundled.load_support_tickets,
+            "customer-support tickets written for hybridroute, with rule facts and gold "
+            "next steps; train / calibration / test",
+            "bundled with hybridroute; see datasets/data/DATASET.md",
+        ),
+    )
+}
+_ALIASES = {"support_tickets": "support-tickets", "clinc": "clinc150", "banking": "banking77"}
+
+
+def list_datasets() -> tuple[str, ...]:
+    """The names :func:`load_dataset` knows, besides ``csv:PATH`` and ``jsonl:PATH``."""
+    return tuple(_ENTRIES)
+
+
+def dataset_entry(name: str) -> DatasetEntry:
+    """The registry entry of a named dataset (for the command line)."""
+    return _ENTRIES[name]
+
+
+def _resolve(ref: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """``(kind, name_or_path)`` where kind is ``named``, ``csv`` or ``jsonl``."""
+    if isinstance(ref, os.PathLike):
+        path = os.fspath(ref)
+        return ("csv" if sniff_kind(path) == "csv" else "jsonl"), path
+    if not isinstance(ref, str) or not ref.strip():
+        raise DatasetError(f"a dataset reference must be a non-empty string, got {ref!r}")
+    text = ref.strip()
+    key = text.lower()
+    if key in _ENTRIES or key in _ALIASES:
+        return "named", _ALIASES.get(key, key)
+    for prefix in ("csv:", "jsonl:"):
+        if key.startswith(prefix):
+            path = text[len(prefix) :]
+            if not path:
+                raise DatasetError(f"{prefix}PATH needs a path after the colon")
+            return prefix[:-1], path
+    if Path(text).suffix.lower() in (".csv", ".jsonl"):
+        return sniff_kind(text), text
+    raise DatasetError(
+        f"unknown dataset {ref!r}; use one of {', '.join(_ENTRIES)}, "
+        "or csv:PATH / jsonl:PATH (or a path ending in .csv or .jsonl)"
+    )
+
+
+def load_dataset(ref: str | os.PathLike[str], **options: Any) -> LabelledSet:
+    """Load a labelled set by name or from a file.
+
+    Parameters
+    ----------
+    ref : str or path
+        ``"banking77"``, ``"clinc150"``, ``"support-tickets"``, ``"csv:PATH"``,
+        ``"jsonl:PATH"``, or a path ending in ``.csv`` / ``.jsonl``.
+    **options
+        For ``banking77`` and ``clinc150``: ``data_dir`` (default: the
+        ``HYBRIDROUTE_DATA_DIR`` variable, then the cache, then a download) and
+        ``download`` (default True). ``clinc150`` also takes ``oos``: ``"label"``
+        (default; out-of-scope rows kept with the label ``"oos"``) or ``"drop"`` (for
+        in-scope accuracy). ``support-tickets`` takes ``on_error``. Files take
+        ``text_column="text"``, ``label_column="label"``, ``split_column="split"``,
+        ``id_column="id"``, ``label_set`` (labels outside it are errors), ``fact_types``
+        (``{fact: type}`` or a :class:`~hybridroute.contracts.FactSchema`; other fact
+        columns get the type most of their rows have), ``oos_label``,
+        ``max_text_chars`` (default 10,000) and ``on_error`` (``"raise"`` or ``"skip"``:
+        bad rows are left out and listed in :attr:`LabelledSet.skipped`).
+
+    Returns
+    -------
+    LabelledSet
+
+    Raises
+    ------
+    DatasetError
+        Naming file, row and column, when a file is malformed or the reference unknown.
+    DatasetUnavailableError
+        When a public set is neither in the data directory, nor cached, nor downloadable.
+    TypeError
+        When an option does not apply to the reference.
+    """
+    kind, target = _resolve(ref)
+    if kind == "named":
+        assert target is not None
+        loader = _ENTRIES[target].loader
+        _check_options(target, loader, options)
+        return loader(**options)
+    assert target is not None
+    _check_options(f"{kind}:PATH", load_file, options, skip=("path", "kind"))
+    return load_file(target, kind, **options)
+
+
+def _check_options(
+    what: str, loader: Callable[..., Any], options: Mapping[str, Any], skip: Iterable[str] = ()
+) -> None:
+    allowed = [p for p in inspect.signature(loader).parameters if p not in set(skip)]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise TypeError(
+            f"load_dataset({what!r}) does not take {', '.join(unknown)}; "
+            f"it takes {', '.join(allowed) or 'no options'}"
+        )
+
+
+def load_file(
+    path: str | os.PathLike[str],
+    kind: str,
+    *,
+    text_column: str = "text",
+    label_column: str = "label",
+    split_column: str = "split",
+    id_column: str = "id",
+    label_set: Iterable[str] | None = None,
+    fact_types: Mapping[str, str] | FactSchema | None = None,
+    oos_label: str | None = None,
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+    on_error: str = "raise",
+) -> LabelledSet:
+    """Load a labelled CSV or JSONL file (see :func:`load_dataset` for the options)."""
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+    if isinstance(label_set, str):
+        raise TypeError("label_set must be a collection of labels, not one string")
+    labels = frozenset(str(x) for x in label_set) if label_set is not None else None
+    if labels is not None and not labels:
+        raise ValueError("label_set is empty")
+    p = Path(path).expanduser()
+    raw = read_csv(p) if kind == "csv" else read_jsonl(p)
+    opt = Options(
+        text_column=text_column,
+        label_column=label_column,
+        split_column=split_column,
+        split_required=split_column != "split",
+        id_column=id_column,
+        id_required=id_column != "id",
+        label_set=labels,
+        fact_types=fact_types_from(fact_types),
+        max_text_chars=int(max_text_chars),
+        on_error=on_error,
+    )
+    built = build(raw, opt)
+    options = {
+        "text_column": text_column,
+        "label_column": label_column,
+        "split_column": split_column,
+        "id_column": id_column,
+        "label_set": sorted(labels) if labels is not None else None,
+        "fact_types": dict(opt.fact_types) if opt.fact_types else None,
+        "oos_label": oos_label,
+        "max_text_chars": int(max_text_chars),
+        "on_error": on_error,
+    }
+    return LabelledSet._from_built(
+        built,
+        name=p.stem,
+        source=str(p),
+        oos_label=oos_label,
+        provenance={"loader": kind, "options": options},
+    )
