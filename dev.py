@@ -25,7 +25,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 STAMP = VENV / ".hybridroute-stamp"
-EXTRAS = "dev"
+EXTRAS = "dev,bench"
 
 
 def _wanted_stamp() -> str:

@@ -1,0 +1,187 @@
+"""Exact binomial bounds and the sample-size planner.
+
+All bounds here are exact (Clopper–Pearson), from the binomial and beta distributions in
+:mod:`scipy.stats`; no normal approximation is used anywhere.
+
+The link used throughout: with ``k`` correct among ``n`` accepted items, the one-sided
+Clopper–Pearson lower bound on precision at confidence ``1 - delta`` is at least
+``target`` exactly when the binomial p-value ``P(Binomial(n, 1 - target) <= n - k)`` is at
+most ``delta``. The threshold fitters test that p-value; the planner inverts it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ._base import check_fraction
+
+__all__ = [
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "planned_calibration_size",
+    "precision_p_value",
+    "required_calibration_size",
+]
+
+
+def clopper_pearson_lower(successes: Any, n: Any, delta: float) -> Any:
+    """One-sided exact lower confidence bound on a binomial proportion.
+
+    Parameters
+    ----------
+    successes, n : int or array of int
+        Successes (e.g. correct auto-routed items) among ``n`` trials.
+    delta : float
+        Error probability; the bound holds with probability at least ``1 - delta``.
+
+    Returns
+    -------
+    float or ndarray
+        The ``delta`` quantile of ``Beta(successes, n - successes + 1)``; 0 where
+        ``successes == 0`` and ``nan`` where ``n == 0``.
+    """
+    delta = check_fraction(delta, "delta")
+    k = np.asarray(successes, dtype=float)
+    m = np.asarray(n, dtype=float)
+    if np.any(k < 0) or np.any(k > m):
+        raise ValueError("successes must lie in [0, n]")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = stats.beta.ppf(delta, np.maximum(k, 1e-300), m - k + 1)
+    out = np.where(k == 0, 0.0, out)
+    out = np.where(m == 0, np.nan, out)
+    return float(out) if out.ndim == 0 else out
+
+
+def clopper_pearson_upper(successes: Any, n: Any, delta: float) -> Any:
+    """One-sided exact upper confidence bound on a binomial proportion (see the lower one)."""
+    delta = check_fraction(delta, "delta")
+    k = np.asarray(successes, dtype=float)
+    m = np.asarray(n, dtype=float)
+    if np.any(k < 0) or np.any(k > m):
+        raise ValueError("successes must lie in [0, n]")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = stats.beta.ppf(1 - delta, k + 1, np.maximum(m - k, 1e-300))
+    out = np.where(k == m, 1.0, out)
+    out = np.where(m == 0, np.nan, out)
+    return float(out) if out.ndim == 0 else out
+
+
+def precision_p_value(errors: Any, n: Any, target: float) -> Any:
+    """p-value of "precision < target" given ``errors`` among ``n`` accepted items.
+
+    ``P(Binomial(n, 1 - target) <= errors)``: small when so few errors would be unlikely
+    were the precision below ``target``. It is at most ``delta`` exactly when the
+    Clopper–Pearson lower bound at ``1 - delta`` reaches ``target``. ``n == 0`` gives 1.
+    """
+    target = check_fraction(target, "target")
+    e = np.asarray(errors, dtype=float)
+    m = np.asarray(n, dtype=float)
+    out = np.where(m > 0, stats.binom.cdf(e, m, 1.0 - target), 1.0)
+    return float(out) if out.ndim == 0 else out
+
+
+def required_calibration_size(target: float, delta: float, errors: int = 0) -> int:
+    """Smallest number of accepted items that certifies precision ``target`` at ``1 - delta``.
+
+    The exact binomial computation: the smallest ``n`` with
+    ``P(Binomial(n, 1 - target) <= errors) <= delta``, i.e. whose Clopper–Pearson lower
+    bound with ``errors`` mistakes among ``n`` items reaches ``target``.
+
+    Parameters
+    ----------
+    target : float
+        Precision to certify, in (0, 1).
+    delta : float
+        Allowed probability that the certificate is wrong, in (0, 1).
+    errors : int, default 0
+        Mistakes expected among the accepted items.
+
+    Returns
+    -------
+    int
+        For example 45 for ``target=0.95, delta=0.1, errors=0`` (0.95**45 ≈ 0.099).
+        This counts *accepted* items; divide by the expected coverage for the size of the
+        whole calibration set (see :func:`planned_calibration_size`).
+    """
+    target = check_fraction(target, "target")
+    delta = check_fraction(delta, "delta")
+    if int(errors) != errors or errors < 0:
+        raise ValueError(f"errors must be a non-negative integer, got {errors!r}")
+    errors = int(errors)
+    q = 1.0 - target
+
+    def ok(n: int) -> bool:
+        return bool(stats.binom.cdf(errors, n, q) <= delta)
+
+    # The p-value falls as n grows (errors fixed): double, then bisect.
+    lo, hi = errors, max(errors + 1, 1)
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > 10**12:  # pragma: no cover - only for absurd targets
+            raise ValueError("no calibration size up to 1e12 certifies this target")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def planned_calibration_size(
+    target: float,
+    delta: float,
+    expected_precision: float,
+    *,
+    coverage: float = 1.0,
+    max_size: int = 10**7,
+) -> int | None:
+    """Calibration items needed to certify ``target`` when the model's precision is known.
+
+    Finds the smallest number ``m`` of accepted items such that, with the error count
+    expected at ``expected_precision`` (``floor((1 - expected_precision) * m)``), the
+    Clopper–Pearson lower bound reaches ``target``; returns ``ceil(m / coverage)``, the
+    size of the whole calibration set when a share ``coverage`` of it is accepted.
+
+    Returns
+    -------
+    int or None
+        ``None`` when ``expected_precision <= target``: no sample size can certify a
+        precision the model does not exceed.
+    """
+    target = check_fraction(target, "target")
+    delta = check_fraction(delta, "delta")
+    expected_precision = check_fraction(
+        expected_precision, "expected_precision", open_low=False, open_high=False
+    )
+    coverage = check_fraction(coverage, "coverage", open_high=False)
+    if expected_precision <= target:
+        return None
+    q = 1.0 - target
+    rate = 1.0 - expected_precision
+
+    def ok(m: Any) -> Any:
+        m = np.asarray(m)
+        return stats.binom.cdf(np.floor(rate * m + 1e-9), m, q) <= delta
+
+    # The floor makes the p-value saw-toothed in m: find a size that certifies by doubling,
+    # then scan the bracket below it (vectorised, in chunks) for the smallest one.
+    hi = 1
+    while not bool(ok(hi)):
+        hi *= 2
+        if hi > max_size:
+            return None
+    m = hi
+    start = hi // 2
+    while start <= hi:
+        block = np.arange(start, min(start + 65536, hi + 1))
+        good = np.flatnonzero(ok(block))
+        if good.size:
+            m = int(block[good[0]])
+            break
+        start = int(block[-1]) + 1
+    return math.ceil(m / coverage)

@@ -1,0 +1,144 @@
+"""Out-of-scope threshold: flag items outside the label set."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ._base import _Estimator, as_flags, as_scores, check_fraction, same_length
+from ._bounds import required_calibration_size
+from ._precision import CertifiedPrecisionThreshold
+
+__all__ = ["OutOfScopeThreshold"]
+
+
+class OutOfScopeThreshold(_Estimator):
+    """Cut-off on an out-of-scope score (higher = more likely outside the label set).
+
+    Items scoring at or above ``cutoff_`` are flagged out of scope and never auto-routed.
+    Fitted on ``(oos_scores, is_oos)`` from a calibration split that contains labelled
+    out-of-scope items, for one or both of:
+
+    * ``recall``: the share of out-of-scope traffic flagged is at least ``recall`` with
+      probability ``1 - delta``. Exact for continuous scores: with ``m`` out-of-scope
+      calibration items, the ``k``-th lowest of their scores leaves a share
+      ``Beta(k, m - k + 1)`` of out-of-scope traffic below it, so the largest ``k`` with
+      ``P(Beta(k, m - k + 1) <= 1 - recall) >= 1 - delta`` is used.
+    * ``precision`` (jointly with routing): the items *not* flagged have precision (in
+      scope and top label right, so an out-of-scope item counts as a misroute) at least
+      ``precision`` with probability ``1 - delta``, certified as in
+      :class:`CertifiedPrecisionThreshold` on the negated score. Needs ``correct``.
+
+    With both, ``delta`` is split in two (Bonferroni) and the stricter cut-off is kept.
+    When a target cannot be certified ``certified_`` is False, ``reason_`` says why and
+    the cut-off flags everything (``cutoff_ = -inf``), so nothing is routed on trust.
+
+    Parameters
+    ----------
+    recall : float or None, default 0.95
+    precision : float or None, default None
+    delta : float, default 0.05
+
+    Attributes
+    ----------
+    cutoff_ : float
+    certified_ : bool
+    reason_ : str or None
+    required_size_ : int or None
+        Out-of-scope calibration items needed for the recall target, when short.
+    recall_ : float
+        Share of calibration out-of-scope items flagged.
+    flagged_in_scope_ : float
+        Share of calibration in-scope items flagged (the price of the recall target).
+    """
+
+    method = "out_of_scope"
+    score_name = "oos_score"
+
+    def __init__(
+        self, recall: float | None = 0.95, precision: float | None = None, delta: float = 0.05
+    ) -> None:
+        self.recall = recall
+        self.precision = precision
+        self.delta = delta
+
+    def fit(self, oos_scores: Any, is_oos: Any, correct: Any = None) -> OutOfScopeThreshold:
+        """Fit; ``correct`` (top label right) is needed for a precision target. Returns ``self``."""
+        if self.recall is None and self.precision is None:
+            raise ValueError("give a recall target, a precision target, or both")
+        delta = check_fraction(self.delta, "delta")
+        parts = (self.recall is not None) + (self.precision is not None)
+        level = delta / parts
+        s = as_scores(oos_scores, "oos_scores")
+        oos = as_flags(is_oos, "is_oos")
+        same_length(oos_scores=s, is_oos=oos)
+        cutoffs = []
+        reasons = []
+        self.required_size_ = None
+        if self.recall is not None:
+            r = check_fraction(self.recall, "recall")
+            x = np.sort(s[oos])
+            m = len(x)
+            ks = np.arange(1, m + 1)
+            ok = np.flatnonzero(stats.beta.cdf(1.0 - r, ks, m - ks + 1) >= 1.0 - level)
+            if ok.size:
+                cutoffs.append(float(x[int(ok[-1])]))
+            else:
+                need = required_calibration_size(r, level)
+                self.required_size_ = need
+                reasons.append(
+                    f"{m} out-of-scope calibration items cannot certify recall {r:g}; "
+                    f"at least {need} are needed"
+                )
+                cutoffs.append(-math.inf)
+        if self.precision is not None:
+            if correct is None:
+                raise ValueError("a precision target needs correct= (top label right)")
+            c = as_flags(correct)
+            same_length(oos_scores=s, correct=c)
+            f = CertifiedPrecisionThreshold(self.precision, level).fit(-s, c & ~oos)
+            self.precision_fit_ = f
+            if f.certified_:
+                # routed when -score >= t, i.e. score <= -t: flag strictly above -t
+                cutoffs.append(float(np.nextafter(-f.threshold_, math.inf)))
+            else:
+                reasons.append(f.reason_ or "precision target not certified")
+                cutoffs.append(-math.inf)
+        self.cutoff_ = min(cutoffs)
+        self.certified_ = not reasons
+        self.reason_ = "; ".join(reasons) if reasons else None
+        flagged = s >= self.cutoff_
+        self.recall_ = float(flagged[oos].mean()) if oos.any() else math.nan
+        self.flagged_in_scope_ = float(flagged[~oos].mean()) if (~oos).any() else math.nan
+        self.n_calibration_ = len(s)
+        self.n_out_of_scope_ = int(oos.sum())
+        return self
+
+    def predict(self, oos_scores: Any) -> np.ndarray:
+        """Boolean array: which items are flagged out of scope."""
+        self._check_fitted("cutoff_")
+        return as_scores(oos_scores, "oos_scores", allow_empty=True) >= self.cutoff_
+
+    def summary(self) -> dict[str, Any]:
+        """The fitted state as plain JSON values (``cutoff: null`` flags everything)."""
+        self._check_fitted("cutoff_")
+        return {
+            "method": self.method,
+            "score": self.score_name,
+            "cutoff": None if math.isinf(self.cutoff_) else self.cutoff_,
+            "recall_target": None if self.recall is None else float(self.recall),
+            "precision_target": None if self.precision is None else float(self.precision),
+            "delta": float(self.delta),
+            "certified": self.certified_,
+            "reason": self.reason_,
+            "required_calibration_size": self.required_size_,
+            "recall": None if math.isnan(self.recall_) else self.recall_,
+            "flagged_in_scope": None
+            if math.isnan(self.flagged_in_scope_)
+            else self.flagged_in_scope_,
+            "calibration_size": self.n_calibration_,
+            "out_of_scope_items": self.n_out_of_scope_,
+        }

@@ -1,0 +1,159 @@
+"""Per-class thresholds, with small classes pooled."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._base import _Estimator, as_flags, as_scores, jsonable_threshold, same_length
+from ._bounds import required_calibration_size
+from ._precision import ThresholdFitter
+
+__all__ = ["PerClassThreshold"]
+
+#: Name of the group that pools the classes too small to be fitted alone.
+POOLED = "__pooled__"
+
+
+class PerClassThreshold(_Estimator):
+    """One threshold per predicted label; classes too small to fit alone share a pooled one.
+
+    Items are grouped by their *predicted* (top) label. A class with at least
+    ``min_class_size`` calibration items gets its own copy of ``base``; the others are
+    pooled into one group fitted once, whose threshold they share. Which classes are
+    pooled depends on item counts only, never on correctness, so each group's fit keeps
+    ``base``'s guarantee for that group. With ``simultaneous=True`` the base's ``delta``
+    is divided among the groups (Bonferroni) so that all groups' guarantees hold together.
+
+    Parameters
+    ----------
+    base : ThresholdFitter
+        The fitter cloned for each group (e.g. :class:`CertifiedPrecisionThreshold`).
+    min_class_size : int or None, default None
+        Items needed to fit a class alone. ``None`` derives it from a certifying base:
+        twice the smallest accepted count that can be certified with zero errors (a class
+        below that could only be certified by luck).
+    simultaneous : bool, default False
+        Split ``delta`` among groups so every group's guarantee holds at once.
+
+    Attributes
+    ----------
+    thresholds_ : dict of str to float
+        Threshold of every class seen at fit time (pooled classes carry the pool's).
+    pool_threshold_ : float
+        Threshold for pooled classes and for labels not seen at fit time.
+    pooled_classes_ : tuple of str
+    groups_ : dict of str to dict
+        Each group's fitted summary (key ``__pooled__`` for the pool).
+    """
+
+    method = "per_class"
+    score_name = "confidence"
+
+    def __init__(
+        self,
+        base: ThresholdFitter,
+        min_class_size: int | None = None,
+        simultaneous: bool = False,
+    ) -> None:
+        self.base = base
+        self.min_class_size = min_class_size
+        self.simultaneous = simultaneous
+
+    def _min_size(self) -> int:
+        if self.min_class_size is not None:
+            if int(self.min_class_size) != self.min_class_size or self.min_class_size < 1:
+                raise ValueError(
+                    f"min_class_size must be a positive integer, got {self.min_class_size!r}"
+                )
+            return int(self.min_class_size)
+        params = self.base.get_params()
+        if "target" in params and "delta" in params:
+            level = float(params["delta"]) / int(params.get("n_starts", 1) or 1)
+            return 2 * required_calibration_size(float(params["target"]), level)
+        raise ValueError(
+            f"min_class_size must be given for a {type(self.base).__name__} base "
+            "(it has no target and delta to derive it from)"
+        )
+
+    def fit(self, scores: Any, correct: Any, labels: Sequence[str]) -> PerClassThreshold:
+        """Fit on scores, correctness and the predicted label of each item; returns ``self``."""
+        if not isinstance(self.base, ThresholdFitter):
+            raise ValueError(f"base must be a threshold fitter, got {self.base!r}")
+        s = as_scores(scores)
+        c = as_flags(correct)
+        lab = np.asarray([str(x) for x in labels], dtype=object)
+        same_length(scores=s, correct=c, labels=lab)
+        min_size = self._min_size()
+        classes, counts = np.unique(lab.astype(str), return_counts=True)
+        own = [str(k) for k, m in zip(classes, counts, strict=True) if m >= min_size]
+        pooled = [str(k) for k, m in zip(classes, counts, strict=True) if m < min_size]
+        n_groups = len(own) + (1 if pooled else 0)
+        overrides: dict[str, Any] = {}
+        if self.simultaneous and "delta" in self.base.get_params() and n_groups > 1:
+            overrides["delta"] = float(self.base.get_params()["delta"]) / n_groups
+        groups: dict[str, Any] = {}
+        thresholds: dict[str, float] = {}
+        for k in own:
+            mask = lab == k
+            f = self.base._clone(**overrides).fit(s[mask], c[mask])
+            groups[k] = f
+            thresholds[k] = float(f.threshold_)
+        if pooled:
+            mask = np.isin(lab, pooled)
+            f = self.base._clone(**overrides).fit(s[mask], c[mask])
+            groups[POOLED] = f
+            pool_t = float(f.threshold_)
+            for k in pooled:
+                thresholds[k] = pool_t
+        else:
+            pool_t = math.inf
+        self.thresholds_ = dict(sorted(thresholds.items()))
+        self.pool_threshold_ = pool_t
+        self.pooled_classes_ = tuple(sorted(pooled))
+        self.min_class_size_ = min_size
+        self.fitted_groups_ = groups
+        self.groups_ = {k: f.summary() for k, f in sorted(groups.items())}
+        passed = self.predict(s, lab.tolist())
+        self.coverage_ = float(passed.mean())
+        self.precision_ = float(c[passed].mean()) if passed.any() else math.nan
+        self.n_calibration_ = len(s)
+        self.certified_ = all(bool(getattr(f, "certified_", False)) for f in groups.values())
+        return self
+
+    def threshold_for(self, label: str) -> float:
+        """The threshold applied to items whose top label is ``label``."""
+        self._check_fitted("thresholds_")
+        return self.thresholds_.get(str(label), self.pool_threshold_)
+
+    def predict(self, scores: Any, labels: Sequence[str]) -> np.ndarray:
+        """Boolean array: which items pass their class's threshold."""
+        self._check_fitted("thresholds_")
+        s = as_scores(scores, allow_empty=True)
+        lab = [str(x) for x in labels]
+        if len(lab) != len(s):
+            raise ValueError(f"inputs differ in length: scores={len(s)}, labels={len(lab)}")
+        t = np.array([self.threshold_for(k) for k in lab], dtype=float)
+        return s >= t
+
+    def summary(self) -> dict[str, Any]:
+        """The fitted state as plain JSON values."""
+        self._check_fitted("thresholds_")
+        return {
+            "method": self.method,
+            "base": self.base.method,
+            "score": self.score_name,
+            "min_class_size": self.min_class_size_,
+            "simultaneous": bool(self.simultaneous),
+            "thresholds": {k: jsonable_threshold(v) for k, v in self.thresholds_.items()},
+            "pool_threshold": jsonable_threshold(self.pool_threshold_),
+            "pooled_classes": list(self.pooled_classes_),
+            "groups": self.groups_,
+            "calibration_size": self.n_calibration_,
+            "coverage": self.coverage_,
+            "precision": None if math.isnan(self.precision_) else self.precision_,
+            "certified": self.certified_,
+        }

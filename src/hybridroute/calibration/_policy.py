@@ -1,0 +1,744 @@
+"""The policy artifact: everything fitted, with its provenance, as one versioned JSON document.
+
+A :class:`Policy` is what the router loads. It is a plain document (no code, no pickles):
+
+* ``calibrator`` -- ``none``, ``temperature`` (with ``temperature``) or ``isotonic`` (knots);
+* ``thresholds`` -- ``auto`` (auto-route at or above; ``null``: nothing is auto-routed),
+  ``ask`` (ask the user at or above; ``null``: no ask zone), ``per_class`` thresholds,
+  ``margin`` (top-1 minus top-2), ``oos`` (score definition and cut-off) and ``fallback``
+  (what happens below every threshold);
+* ``evidence`` -- per-source evidence thresholds;
+* ``objective`` / ``guarantee`` / ``expected`` -- how the thresholds were fitted, whether
+  the target is certified, the bound, and the coverage expected;
+* ``calibration_data`` -- size, label counts and out-of-scope share of the calibration set
+  (a certified threshold holds for traffic like it; see :meth:`Policy.check_label_mix`);
+* ``provenance`` -- dataset fingerprint, split seed, model, command... (free-form, plain);
+* ``format`` / ``format_version`` / ``library_version`` and ``content_sha256``.
+
+Same inputs give byte-identical files: keys are sorted, floats are written with Python's
+shortest round-trip ``repr`` (so loading gives back the same floats exactly), and nothing
+time- or machine-dependent is recorded. ``content_sha256`` is the SHA-256 of the
+canonical (sorted, compact) JSON of the document without that field; a file whose
+content does not match it, or whose format version this library cannot read, is refused
+with :class:`~hybridroute.exceptions.ArtifactError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._version import __version__
+from ..contracts import ReasonCode
+from ..exceptions import ArtifactError, UndeclaredValueError
+from ._base import (
+    ASK_USER,
+    AUTO_ROUTE,
+    HUMAN_REVIEW,
+    OUT_OF_SCOPE,
+    as_proba,
+    jsonable_threshold,
+    threshold_from_json,
+)
+from ._drift import LabelMixDeparture, label_mix_departure
+from ._evidence import EvidenceItem, EvidenceResult, check_evidence
+from ._isotonic import apply_isotonic, isotonic_transform
+from ._temperature import apply_temperature
+
+__all__ = ["POLICY_FORMAT", "POLICY_FORMAT_VERSION", "Policy", "PolicyOutcome"]
+
+POLICY_FORMAT = "hybridroute.policy"
+#: Bumped whenever a reader of the previous version would misread a new document.
+POLICY_FORMAT_VERSION = 1
+
+_OOS_SCORES = ("one_minus_confidence", "label_probability", "external")
+_FALLBACKS = (ASK_USER, HUMAN_REVIEW)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyOutcome:
+    """What the policy decided for one classified item.
+
+    Attributes
+    ----------
+    action : str
+        ``auto_route``, ``ask_user``, ``human_review`` or ``out_of_scope``.
+    reason_code : str
+        A :class:`~hybridroute.contracts.ReasonCode` value (or the classifier's abstention
+        reason, e.g. ``invalid_label``).
+    label : str or None
+        The top label (``None`` for an abstention).
+    confidence, margin, oos_score : float or None
+        Calibrated top-label confidence, top-1 minus top-2, out-of-scope score.
+    threshold : float or None
+        The threshold value that decided (``None`` when none applied).
+    threshold_name : str or None
+        Which threshold decided: ``auto``, ``class:<label>``, ``ask``, ``margin``, ``oos``.
+    """
+
+    action: str
+    reason_code: str
+    label: str | None
+    confidence: float | None
+    margin: float | None
+    oos_score: float | None
+    threshold: float | None
+    threshold_name: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "reason_code": self.reason_code,
+            "label": self.label,
+            "confidence": self.confidence,
+            "margin": self.margin,
+            "oos_score": self.oos_score,
+            "threshold": self.threshold,
+            "threshold_name": self.threshold_name,
+        }
+
+
+# --------------------------------------------------------------------------- JSON helpers
+
+
+def _plain(obj: Any, where: str = "policy") -> Any:
+    """Plain JSON types only: numpy scalars unwrapped, tuples to lists, no NaN or inf."""
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        if not math.isfinite(v):
+            raise ValueError(f"{where}: non-finite number {v!r} cannot go into a policy")
+        return v
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v, f"{where}.{k}") for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [_plain(v, f"{where}[]") for v in list(obj)]
+    raise ValueError(f"{where}: value of type {type(obj).__name__} cannot go into a policy")
+
+
+def _canonical(doc: Mapping[str, Any]) -> str:
+    return json.dumps(
+        doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def _content_hash(doc: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in doc.items() if k != "content_sha256"}
+    return hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()
+
+
+def _summary_or_none(obj: Any) -> Any:
+    return None if obj is None else obj.summary()
+
+
+# --------------------------------------------------------------------------- the policy
+
+
+class Policy:
+    """A fitted routing policy: calibrator, thresholds, evidence thresholds, provenance.
+
+    Build one from fitted estimators with :meth:`build`, write it with :meth:`save`, read
+    it back with :meth:`load`, and apply it to a classifier's ranked labels with
+    :meth:`apply` (one item) or to a probability matrix with :meth:`apply_proba`.
+    """
+
+    __slots__ = ("_doc",)
+
+    def __init__(self, document: Mapping[str, Any], *, path: str | None = None) -> None:
+        doc = _plain(document)
+        doc.pop("content_sha256", None)
+        _validate(doc, path)
+        self._doc = doc
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        classes: Sequence[str],
+        threshold: Any,
+        calibrator: Any = None,
+        per_class: Any = None,
+        margin: Any = None,
+        oos: Any = None,
+        oos_score: str = "one_minus_confidence",
+        oos_label: str | None = None,
+        evidence: Any = None,
+        fallback: str = HUMAN_REVIEW,
+        calibration_labels: Iterable[str] | None = None,
+        out_of_scope_label: str | None = None,
+        objective: str | None = None,
+        provenance: Mapping[str, Any] | None = None,
+    ) -> Policy:
+        """Assemble a policy from fitted estimators.
+
+        Parameters
+        ----------
+        classes : sequence of str
+            The classifier's label set, in the column order of its probabilities.
+        threshold : fitted threshold fitter
+            The main one: a :class:`CertifiedPrecisionThreshold`, :class:`EmpiricalThreshold`,
+            :class:`CoverageThreshold`, :class:`CostThreshold` or :class:`ThreeWayThreshold`
+            (the last two also give the ask-the-user threshold).
+        calibrator : fitted TemperatureScaling or IsotonicCalibration, optional
+        per_class : fitted PerClassThreshold, optional
+            Replaces the auto threshold by the item's label's threshold.
+        margin : fitted MarginThreshold, optional
+        oos : fitted OutOfScopeThreshold, optional
+        oos_score : {"one_minus_confidence", "label_probability", "external"}
+            What the out-of-scope cut-off is compared with: one minus the calibrated
+            confidence, the calibrated probability of ``oos_label`` (a model that has the
+            out-of-scope label among its classes), or a score the caller passes to
+            :meth:`apply`.
+        oos_label : str, optional
+            The class whose probability is the out-of-scope score (``label_probability``).
+        evidence : fitted EvidenceThresholds, optional
+        fallback : {"human_review", "ask_user"}
+            Action below every threshold when there is no ask zone.
+        calibration_labels : iterable of str, optional
+            True labels of the calibration set (for the recorded label mix).
+        out_of_scope_label : str, optional
+            The label that marks out-of-scope items in ``calibration_labels``.
+        objective : str, optional
+            Name of the objective (``precision``, ``coverage``, ``cost``...).
+        provenance : mapping, optional
+            Dataset fingerprint, split seed, model, command... (plain JSON values).
+        """
+        if not hasattr(threshold, "threshold_"):
+            raise ValueError("threshold must be a fitted threshold fitter")
+        summary = threshold.summary()
+        ask = getattr(threshold, "ask_threshold_", None)
+        if getattr(threshold, "two_way_", False):
+            ask = None
+        guarantee_src = summary.get("auto", summary)
+        guarantee = {
+            "certified": bool(summary.get("certified", False)),
+            "target": guarantee_src.get("target"),
+            "delta": guarantee_src.get("delta"),
+            "bound": guarantee_src.get("bound"),
+            "reason": guarantee_src.get("reason"),
+            "required_calibration_size": guarantee_src.get("required_calibration_size"),
+        }
+        if calibrator is None:
+            cal: dict[str, Any] = {"method": "none"}
+        else:
+            cal = calibrator.summary()
+        oos_doc = None
+        if oos is not None:
+            if oos_score not in _OOS_SCORES:
+                raise ValueError(f"oos_score must be one of {_OOS_SCORES}, got {oos_score!r}")
+            if oos_score == "label_probability" and oos_label not in [str(c) for c in classes]:
+                raise ValueError("oos_score='label_probability' needs oos_label among classes")
+            osum = oos.summary()
+            oos_doc = {
+                "score": oos_score,
+                "label": oos_label if oos_score == "label_probability" else None,
+                "cutoff": osum["cutoff"],
+                "fit": osum,
+            }
+        thresholds = {
+            "auto": jsonable_threshold(threshold.threshold_),
+            "ask": None if ask is None else jsonable_threshold(ask),
+            "per_class": None,
+            "per_class_default": None,
+            "margin": None,
+            "oos": oos_doc,
+            "fallback": fallback,
+        }
+        per_class_fit = None
+        if per_class is not None:
+            thresholds["per_class"] = {
+                k: jsonable_threshold(v) for k, v in per_class.thresholds_.items()
+            }
+            thresholds["per_class_default"] = jsonable_threshold(per_class.pool_threshold_)
+            per_class_fit = per_class.summary()
+        margin_fit = None
+        if margin is not None:
+            thresholds["margin"] = jsonable_threshold(margin.threshold_)
+            margin_fit = margin.summary()
+        cal_data: dict[str, Any] = {"size": summary.get("calibration_size")}
+        if calibration_labels is not None:
+            counts = Counter(str(x) for x in calibration_labels)
+            n = sum(counts.values())
+            cal_data["label_counts"] = dict(sorted(counts.items()))
+            cal_data["size"] = n
+            cal_data["out_of_scope_label"] = out_of_scope_label
+            cal_data["out_of_scope_share"] = (
+                counts.get(out_of_scope_label, 0) / n if out_of_scope_label is not None else 0.0
+            )
+        doc = {
+            "format": POLICY_FORMAT,
+            "format_version": POLICY_FORMAT_VERSION,
+            "library_version": __version__,
+            "classes": [str(c) for c in classes],
+            "calibrator": cal,
+            "objective": {"name": objective or summary.get("method"), "fit": summary},
+            "thresholds": thresholds,
+            "fits": {"per_class": per_class_fit, "margin": margin_fit},
+            "evidence": _summary_or_none(evidence),
+            "guarantee": guarantee,
+            "expected": {
+                "coverage": summary.get("coverage"),
+                "precision": summary.get("precision"),
+            },
+            "calibration_data": cal_data,
+            "provenance": dict(provenance or {}),
+        }
+        return cls(doc)
+
+    # ------------------------------------------------------------------ reading
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document (a deep copy), with its ``content_sha256``."""
+        doc = copy.deepcopy(self._doc)
+        doc["content_sha256"] = _content_hash(doc)
+        return doc
+
+    def to_json(self) -> str:
+        """The exact text :meth:`save` writes."""
+        return (
+            json.dumps(
+                self.to_dict(), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False
+            )
+            + "\n"
+        )
+
+    @property
+    def content_sha256(self) -> str:
+        return _content_hash(self._doc)
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return tuple(self._doc["classes"])
+
+    @property
+    def certified(self) -> bool:
+        return bool(self._doc["guarantee"]["certified"])
+
+    @property
+    def thresholds(self) -> dict[str, Any]:
+        return copy.deepcopy(self._doc["thresholds"])
+
+    @property
+    def guarantee(self) -> dict[str, Any]:
+        return copy.deepcopy(self._doc["guarantee"])
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return copy.deepcopy(self._doc["provenance"])
+
+    @property
+    def calibration_data(self) -> dict[str, Any]:
+        return copy.deepcopy(self._doc["calibration_data"])
+
+    @property
+    def evidence_thresholds(self) -> dict[str, float | None]:
+        ev = self._doc.get("evidence")
+        if not ev:
+            return {}
+        return {k: v["threshold"] for k, v in ev["sources"].items()}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Policy) and self._doc == other._doc
+
+    def __hash__(self) -> int:
+        return hash(self.content_sha256)
+
+    def __repr__(self) -> str:
+        t = self._doc["thresholds"]
+        return (
+            f"Policy(objective={self._doc['objective']['name']!r}, auto={t['auto']!r}, "
+            f"ask={t['ask']!r}, certified={self.certified}, sha256={self.content_sha256[:12]})"
+        )
+
+    # ------------------------------------------------------------------ files
+
+    def save(self, path: str | Path) -> Path:
+        """Write the document as UTF-8 JSON; returns the path."""
+        p = Path(path)
+        p.write_text(self.to_json(), encoding="utf-8")
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> Policy:
+        """Read a policy, refusing tampered or incompatible files.
+
+        Raises
+        ------
+        ArtifactError
+            Naming the path and what is wrong: unreadable, not JSON, not a policy, a format
+            version this library cannot read, a content hash that does not match, or a
+            malformed field.
+        """
+        p = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ArtifactError(f"cannot read policy: {exc.strerror or exc}", path=p) from None
+        except UnicodeDecodeError:
+            raise ArtifactError("policy file is not UTF-8 text", path=p) from None
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ArtifactError(
+                f"not a JSON policy document ({exc.msg} at line {exc.lineno})", path=p
+            ) from None
+        return cls.from_dict(doc, path=p)
+
+    @classmethod
+    def from_dict(cls, doc: Any, *, path: str | None = None) -> Policy:
+        """Check format, version and content hash of a loaded document, then build the policy."""
+        if not isinstance(doc, dict):
+            raise ArtifactError("a policy document must be a JSON object", path=path)
+        if doc.get("format") != POLICY_FORMAT:
+            raise ArtifactError(
+                f"not a hybridroute policy (format is {doc.get('format')!r}, "
+                f"expected {POLICY_FORMAT!r})",
+                path=path,
+            )
+        version = doc.get("format_version")
+        if version != POLICY_FORMAT_VERSION:
+            raise ArtifactError(
+                f"incompatible policy format version {version!r}; hybridroute {__version__} "
+                f"reads version {POLICY_FORMAT_VERSION} (written by hybridroute "
+                f"{doc.get('library_version', '?')}; refit the policy with this version)",
+                path=path,
+            )
+        stored = doc.get("content_sha256")
+        if not isinstance(stored, str):
+            raise ArtifactError("policy has no content_sha256; refusing to trust it", path=path)
+        actual = _content_hash(doc)
+        if stored != actual:
+            raise ArtifactError(
+                "content hash mismatch: the policy was modified after it was written "
+                f"(stored {stored[:12]}…, content hashes to {actual[:12]}…)",
+                path=path,
+            )
+        try:
+            return cls(doc, path=path)
+        except ValueError as exc:
+            if isinstance(exc, ArtifactError):
+                raise
+            raise ArtifactError(str(exc), path=path) from None
+
+    # ------------------------------------------------------------------ applying
+
+    def calibrate(self, proba: Any) -> np.ndarray:
+        """Calibrated probabilities for a matrix ``(n_items, n_classes)`` in ``classes`` order."""
+        p = as_proba(proba)
+        if p.shape[1] != len(self.classes):
+            raise ValueError(
+                f"proba has {p.shape[1]} columns; the policy's label set has {len(self.classes)}"
+            )
+        cal = self._doc["calibrator"]
+        if cal["method"] == "temperature":
+            return apply_temperature(p, cal["temperature"])
+        if cal["method"] == "isotonic":
+            return isotonic_transform(p, np.asarray(cal["x"]), np.asarray(cal["y"]))
+        return p / p.sum(axis=1, keepdims=True)
+
+    def apply_proba(
+        self, proba: Any, oos_scores: Sequence[float] | None = None
+    ) -> list[PolicyOutcome]:
+        """Outcomes for a probability matrix whose columns follow ``classes``."""
+        p = self.calibrate(proba)
+        raw = as_proba(proba)
+        top = raw.argmax(axis=1)  # the label never changes; only the scores are recalibrated
+        rows = np.arange(len(p))
+        conf = p[rows, top]
+        rest = p.copy()
+        rest[rows, top] = -np.inf
+        second = rest.max(axis=1)
+        if oos_scores is not None and len(oos_scores) != len(p):
+            raise ValueError(f"oos_scores has {len(oos_scores)} entries for {len(p)} items")
+        o = self._doc["thresholds"]["oos"]
+        label_col = (
+            self.classes.index(o["label"])
+            if o is not None and o["score"] == "label_probability"
+            else None
+        )
+        out = []
+        for i in range(len(p)):
+            ext = None if oos_scores is None else float(oos_scores[i])
+            if label_col is not None:
+                ext = float(p[i, label_col])
+            out.append(
+                self._decide(self.classes[top[i]], float(conf[i]), float(conf[i] - second[i]), ext)
+            )
+        return out
+
+    def apply(self, ranked: Any, *, oos_score: float | None = None) -> PolicyOutcome:
+        """The outcome for one classifier answer.
+
+        Parameters
+        ----------
+        ranked : RankedLabels-like
+            An object with ``labels`` and ``scores`` (best first, raw classifier
+            probabilities) and ``abstain_reason``. With a temperature calibrator every
+            class's score is needed (``classifier.rank(texts, k=len(classes))``); otherwise
+            the best two suffice.
+        oos_score : float, optional
+            Needed when the policy's out-of-scope score is ``external``.
+        """
+        reason = getattr(ranked, "abstain_reason", None)
+        labels = tuple(getattr(ranked, "labels", ()) or ())
+        scores = tuple(getattr(ranked, "scores", ()) or ())
+        if reason is not None or not labels:
+            return PolicyOutcome(
+                action=HUMAN_REVIEW,
+                reason_code=str(reason or ReasonCode.CLASSIFIER_ERROR.value),
+                label=None,
+                confidence=None,
+                margin=None,
+                oos_score=None,
+                threshold=None,
+                threshold_name=None,
+            )
+        if len(labels) != len(scores):
+            raise ValueError("ranked labels and scores differ in length")
+        index = {c: i for i, c in enumerate(self.classes)}
+        for lab in labels:
+            if lab not in index:
+                raise UndeclaredValueError("label", lab, self.classes)
+        cal = self._doc["calibrator"]
+        if cal["method"] == "temperature":
+            if len(labels) < len(self.classes):
+                raise ValueError(
+                    "this policy's temperature calibration needs every class's score; "
+                    f"rank with k={len(self.classes)} (got {len(labels)} labels)"
+                )
+            row = np.zeros(len(self.classes))
+            for lab, s in zip(labels, scores, strict=True):
+                row[index[lab]] = s
+            return self.apply_proba(row[None, :], None if oos_score is None else [oos_score])[0]
+        top, conf_raw = labels[0], float(scores[0])
+        second_raw = float(scores[1]) if len(scores) > 1 else 0.0
+        if cal["method"] == "isotonic":
+            conf = float(
+                apply_isotonic(np.array([conf_raw]), np.asarray(cal["x"]), np.asarray(cal["y"]))[0]
+            )
+            total = sum(scores) if len(scores) == len(self.classes) else 1.0
+            rest = total - conf_raw
+            second = second_raw * (1.0 - conf) / rest if rest > 0 else 0.0
+        else:
+            conf, second = conf_raw, second_raw
+        o = self._doc["thresholds"]["oos"]
+        if o is not None and o["score"] == "label_probability":
+            # the out-of-scope class's score, or 0 when it is not among the ranked labels
+            raw_oos = dict(zip(labels, scores, strict=True)).get(o["label"], 0.0)
+            if cal["method"] == "isotonic" and o["label"] != top:
+                total = sum(scores) if len(scores) == len(self.classes) else 1.0
+                rest = total - conf_raw
+                raw_oos = raw_oos * (1.0 - conf) / rest if rest > 0 else 0.0
+            elif o["label"] == top:
+                raw_oos = conf
+            oos_score = float(raw_oos)
+        return self._decide(top, conf, conf - second, oos_score)
+
+    def _decide(
+        self, label: str, conf: float, margin: float, external_oos: float | None
+    ) -> PolicyOutcome:
+        t = self._doc["thresholds"]
+
+        def outcome(action: str, reason: str, thr: float | None, name: str | None) -> PolicyOutcome:
+            return PolicyOutcome(
+                action=action,
+                reason_code=reason,
+                label=label,
+                confidence=conf,
+                margin=margin,
+                oos_score=oos_value,
+                threshold=thr,
+                threshold_name=name,
+            )
+
+        oos_value: float | None = None
+        if t["oos"] is not None:
+            kind = t["oos"]["score"]
+            if kind == "one_minus_confidence":
+                oos_value = 1.0 - conf
+            else:
+                if external_oos is None:
+                    raise ValueError("this policy's out-of-scope cut-off needs oos_score=")
+                oos_value = float(external_oos)
+            cutoff = t["oos"]["cutoff"]
+            if cutoff is None or oos_value >= cutoff:
+                return outcome(OUT_OF_SCOPE, ReasonCode.OUT_OF_SCOPE.value, cutoff, "oos")
+        if t["per_class"] is not None:
+            auto_raw = t["per_class"].get(label, t["per_class_default"])
+            auto_name = f"class:{label}"
+        else:
+            auto_raw = t["auto"]
+            auto_name = "auto"
+        auto = threshold_from_json(auto_raw)
+        if conf >= auto:
+            if t["margin"] is not None and margin < t["margin"]:
+                return outcome(ASK_USER, ReasonCode.LOW_MARGIN.value, t["margin"], "margin")
+            return outcome(AUTO_ROUTE, ReasonCode.CONFIDENT_INTENT.value, auto_raw, auto_name)
+        not_certified = not self.certified and auto_raw is None
+        if t["ask"] is not None and conf >= t["ask"]:
+            return outcome(ASK_USER, ReasonCode.LOW_CONFIDENCE.value, t["ask"], "ask")
+        if t["ask"] is not None:
+            return outcome(HUMAN_REVIEW, ReasonCode.NEEDS_REVIEW.value, t["ask"], "ask")
+        reason = (
+            ReasonCode.NOT_CERTIFIED.value if not_certified else ReasonCode.LOW_CONFIDENCE.value
+        )
+        return outcome(t["fallback"], reason, auto_raw, auto_name)
+
+    # ------------------------------------------------------------------ checks
+
+    def check_evidence(
+        self, required_points: Sequence[str], items: Iterable[EvidenceItem | Mapping[str, Any]]
+    ) -> EvidenceResult:
+        """Evidence completeness with this policy's per-source thresholds."""
+        if not self._doc.get("evidence"):
+            raise ValueError("this policy holds no evidence thresholds")
+        return check_evidence(required_points, items, self.evidence_thresholds)
+
+    def check_label_mix(
+        self,
+        observed: Mapping[str, float] | Iterable[str],
+        *,
+        max_tv: float = 0.1,
+        alpha: float = 0.01,
+    ) -> LabelMixDeparture:
+        """Compare a label mix (counts or labels) with the recorded calibration mix."""
+        counts = self._doc["calibration_data"].get("label_counts")
+        if not counts:
+            raise ValueError("this policy did not record its calibration label mix")
+        return label_mix_departure(counts, observed, max_tv=max_tv, alpha=alpha)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _need(cond: bool, field: str, what: str, path: str | None) -> None:
+    if not cond:
+        raise ArtifactError(f"policy field {field!r}: {what}", path=path)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_thr(v: Any) -> bool:
+    return v is None or _is_num(v)
+
+
+def _validate(doc: dict[str, Any], path: str | None) -> None:
+    """Structural checks of a policy document (raises ArtifactError naming the field)."""
+    for key in (
+        "format",
+        "format_version",
+        "classes",
+        "calibrator",
+        "thresholds",
+        "guarantee",
+        "calibration_data",
+        "provenance",
+    ):
+        _need(key in doc, key, "missing", path)
+    _need(doc["format"] == POLICY_FORMAT, "format", f"must be {POLICY_FORMAT!r}", path)
+    _need(
+        doc["format_version"] == POLICY_FORMAT_VERSION,
+        "format_version",
+        f"must be {POLICY_FORMAT_VERSION}",
+        path,
+    )
+    classes = doc["classes"]
+    _need(
+        isinstance(classes, list)
+        and len(classes) >= 1
+        and all(isinstance(c, str) for c in classes),
+        "classes",
+        "must be a non-empty list of labels",
+        path,
+    )
+    _need(len(set(classes)) == len(classes), "classes", "labels repeat", path)
+    cal = doc["calibrator"]
+    _need(isinstance(cal, dict) and "method" in cal, "calibrator", "must name a method", path)
+    method = cal["method"]
+    if method == "temperature":
+        _need(
+            _is_num(cal.get("temperature")) and cal["temperature"] > 0,
+            "calibrator.temperature",
+            "must be a positive number",
+            path,
+        )
+    elif method == "isotonic":
+        x, y = cal.get("x"), cal.get("y")
+        _need(
+            isinstance(x, list) and isinstance(y, list) and len(x) == len(y) >= 1,
+            "calibrator.x/y",
+            "must be lists of equal, non-zero length",
+            path,
+        )
+        _need(all(_is_num(v) for v in x + y), "calibrator.x/y", "must hold numbers", path)
+        _need(
+            all(a <= b for a, b in itertools.pairwise(x)), "calibrator.x", "must not decrease", path
+        )
+    else:
+        _need(method == "none", "calibrator.method", "must be none, temperature or isotonic", path)
+    t = doc["thresholds"]
+    _need(isinstance(t, dict), "thresholds", "must be an object", path)
+    for key in ("auto", "ask", "per_class", "per_class_default", "margin", "oos", "fallback"):
+        _need(key in t, f"thresholds.{key}", "missing", path)
+    for key in ("auto", "ask", "margin", "per_class_default"):
+        _need(_is_thr(t[key]), f"thresholds.{key}", "must be a number or null", path)
+    if t["per_class"] is not None:
+        _need(isinstance(t["per_class"], dict), "thresholds.per_class", "must be an object", path)
+        for k, v in t["per_class"].items():
+            _need(_is_thr(v), f"thresholds.per_class.{k}", "must be a number or null", path)
+    if t["oos"] is not None:
+        o = t["oos"]
+        _need(isinstance(o, dict), "thresholds.oos", "must be an object", path)
+        _need(
+            o.get("score") in _OOS_SCORES,
+            "thresholds.oos.score",
+            f"must be one of {_OOS_SCORES}",
+            path,
+        )
+        _need(_is_thr(o.get("cutoff")), "thresholds.oos.cutoff", "must be a number or null", path)
+        if o.get("score") == "label_probability":
+            _need(o.get("label") in classes, "thresholds.oos.label", "must be one of classes", path)
+    _need(t["fallback"] in _FALLBACKS, "thresholds.fallback", f"must be one of {_FALLBACKS}", path)
+    g = doc["guarantee"]
+    _need(
+        isinstance(g, dict) and isinstance(g.get("certified"), bool),
+        "guarantee.certified",
+        "must be true or false",
+        path,
+    )
+    ev = doc.get("evidence")
+    if ev is not None:
+        _need(
+            isinstance(ev, dict) and isinstance(ev.get("sources"), dict),
+            "evidence.sources",
+            "must be an object",
+            path,
+        )
+        for k, v in ev["sources"].items():
+            _need(
+                isinstance(v, dict) and _is_thr(v.get("threshold")),
+                f"evidence.sources.{k}.threshold",
+                "must be a number or null",
+                path,
+            )
+    _need(isinstance(doc["provenance"], dict), "provenance", "must be an object", path)
+    _need(isinstance(doc["calibration_data"], dict), "calibration_data", "must be an object", path)

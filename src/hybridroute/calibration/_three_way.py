@@ -1,0 +1,103 @@
+"""Three-way threshold: auto-route / ask the user / human review from two fitted thresholds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._base import _Estimator, as_scores, check_fraction, jsonable_threshold, three_way_actions
+from ._precision import CertifiedPrecisionThreshold, ThresholdFitter
+
+__all__ = ["ThreeWayThreshold"]
+
+
+class ThreeWayThreshold(_Estimator):
+    """Two fitted thresholds splitting traffic into auto-route, ask the user, human review.
+
+    ``auto`` fits the upper threshold (items at or above it are auto-routed); ``ask`` fits
+    the lower one (items between the two are sent to the user to confirm the suggested
+    label; items below go to human review). Both are fitted on the same calibration
+    ``(scores, correct)``; if ``ask`` lands above ``auto`` it is lowered to ``auto`` (the
+    ask zone is then empty).
+
+    Each component keeps its own guarantee. For both to hold *together* with probability
+    ``1 - delta``, give each ``delta / 2`` -- :meth:`certified` does that.
+
+    Parameters
+    ----------
+    auto : ThresholdFitter
+        Fitter of the auto-route threshold (e.g. a certified 0.95 precision).
+    ask : ThresholdFitter
+        Fitter of the ask-the-user threshold (e.g. a certified 0.80 precision: when we
+        ask "did you mean X?", X should usually be right).
+
+    Attributes
+    ----------
+    auto_, ask_ : fitted copies of the components
+    threshold_, ask_threshold_ : float
+    shares_ : dict
+        Share of calibration items in each zone.
+    """
+
+    method = "three_way"
+    score_name = "confidence"
+
+    def __init__(self, auto: ThresholdFitter, ask: ThresholdFitter) -> None:
+        self.auto = auto
+        self.ask = ask
+
+    @classmethod
+    def certified(
+        cls, auto_target: float, ask_target: float, delta: float = 0.05, n_starts: int = 3
+    ) -> ThreeWayThreshold:
+        """Both thresholds certified, each at ``delta / 2`` so both hold jointly."""
+        delta = check_fraction(delta, "delta")
+        return cls(
+            auto=CertifiedPrecisionThreshold(auto_target, delta / 2, n_starts=n_starts),
+            ask=CertifiedPrecisionThreshold(ask_target, delta / 2, n_starts=n_starts),
+        )
+
+    def fit(self, scores: Any, correct: Any) -> ThreeWayThreshold:
+        """Fit both components; returns ``self``."""
+        for name in ("auto", "ask"):
+            if not isinstance(getattr(self, name), ThresholdFitter):
+                raise ValueError(f"{name} must be a threshold fitter, got {getattr(self, name)!r}")
+        self.auto_ = self.auto._clone().fit(scores, correct)
+        self.ask_ = self.ask._clone().fit(scores, correct)
+        self.threshold_ = float(self.auto_.threshold_)
+        self.ask_threshold_ = float(min(self.ask_.threshold_, self.threshold_))
+        s = as_scores(scores)
+        n = len(s)
+        auto = float(np.mean(s >= self.threshold_))
+        ask = float(np.mean(s >= self.ask_threshold_)) - auto
+        self.shares_ = {"auto_route": auto, "ask_user": ask, "human_review": 1.0 - auto - ask}
+        self.coverage_ = auto
+        self.n_calibration_ = n
+        self.certified_ = bool(getattr(self.auto_, "certified_", False))
+        return self
+
+    def predict(self, scores: Any) -> np.ndarray:
+        """Array of actions: ``auto_route``, ``ask_user`` or ``human_review``."""
+        self._check_fitted("threshold_")
+        s = as_scores(scores, allow_empty=True)
+        return three_way_actions(s, self.threshold_, self.ask_threshold_)
+
+    def summary(self) -> dict[str, Any]:
+        """The fitted state as plain JSON values."""
+        self._check_fitted("threshold_")
+        auto = self.auto_.summary()
+        return {
+            "method": self.method,
+            "score": self.score_name,
+            "threshold": jsonable_threshold(self.threshold_),
+            "ask_threshold": jsonable_threshold(self.ask_threshold_),
+            "auto": auto,
+            "ask": self.ask_.summary(),
+            "shares": dict(self.shares_),
+            "calibration_size": self.n_calibration_,
+            "coverage": self.coverage_,
+            "precision": auto.get("precision"),
+            "certified": self.certified_,
+            "bound": auto.get("bound"),
+        }

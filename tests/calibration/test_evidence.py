@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from hybridroute.calibration import (
+    CertifiedPrecisionThreshold,
+    EvidenceItem,
+    EvidenceThresholds,
+    check_evidence,
+    load_evidence_labels,
+)
+from hybridroute.exceptions import DatasetError, UndeclaredValueError
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return load_evidence_labels()
+
+
+def test_bundled_data_has_two_sources_on_different_scales(rows) -> None:
+    by_source: dict[str, list[float]] = {}
+    for r in rows:
+        by_source.setdefault(r["source"], []).append(r["score"])
+    assert set(by_source) == {"bm25", "char_tfidf"}
+    assert max(by_source["char_tfidf"]) <= 1.0 < max(by_source["bm25"])
+    assert {r["split"] for r in rows} == {"calibration", "test"}
+
+
+def test_per_source_thresholds_hold_on_held_out_requests(rows) -> None:
+    cal = [r for r in rows if r["split"] == "calibration"]
+    test = [r for r in rows if r["split"] == "test"]
+    ev = EvidenceThresholds().fit_records(cal)
+    assert set(ev.thresholds_) == {"bm25", "char_tfidf"}
+    # the thresholds live on each source's own scale
+    assert ev.thresholds_["bm25"] > 1.0 > ev.thresholds_["char_tfidf"]
+    for source, t in ev.thresholds_.items():
+        assert ev.sources_[source]["certified"]
+        sub = [r for r in test if r["source"] == source]
+        s = np.array([r["score"] for r in sub])
+        c = np.array([r["covered"] for r in sub])
+        assert c[s >= t].mean() >= 0.8
+
+
+def test_one_shared_threshold_would_be_wrong_for_one_source(rows) -> None:
+    cal = [r for r in rows if r["split"] == "calibration"]
+    ev = EvidenceThresholds().fit_records(cal)
+    t_bm25 = ev.thresholds_["bm25"]
+    cos = [r for r in cal if r["source"] == "char_tfidf"]
+    # the BM25 threshold on cosine scores accepts nothing at all
+    assert not any(r["score"] >= t_bm25 for r in cos)
+
+
+def test_check_returns_the_contract_fields() -> None:
+    thresholds = {"bm25": 10.0, "char_tfidf": 0.3}
+    items = [
+        EvidenceItem(id="kb-1", source="bm25", score=12.0, point="install_command"),
+        {"id": "kb-2", "source": "char_tfidf", "score": 0.2, "point": "requirements"},
+        {"id": "kb-3", "source": "char_tfidf", "score": 0.5, "point": "unrelated"},
+    ]
+    res = check_evidence(["install_command", "requirements", "install_command"], items, thresholds)
+    assert res.required_points == ("install_command", "requirements")
+    assert res.covered_points == ("install_command",)
+    assert res.missing_points == ("requirements",)
+    assert res.evidence_complete is False
+    assert res.evidence_ids == ("kb-1",)
+    assert set(res.to_dict()) == {
+        "required_points",
+        "covered_points",
+        "missing_points",
+        "evidence_complete",
+        "evidence_ids",
+    }
+
+
+def test_complete_when_every_point_is_covered() -> None:
+    res = check_evidence(
+        ["a", "b"],
+        [
+            {"id": "x", "source": "s", "score": 1.0, "point": "a"},
+            {"id": "y", "source": "s", "score": 1.0, "point": "b"},
+        ],
+        {"s": 0.5},
+    )
+    assert res.evidence_complete and res.evidence_ids == ("x", "y")
+
+
+def test_uncertified_source_never_counts() -> None:
+    res = check_evidence(
+        ["a"], [{"id": "x", "source": "s", "score": 1e9, "point": "a"}], {"s": None}
+    )
+    assert not res.evidence_complete
+
+
+def test_unknown_source_is_an_error() -> None:
+    with pytest.raises(UndeclaredValueError, match="evidence source 'dense'"):
+        check_evidence(["a"], [{"id": "x", "source": "dense", "score": 1, "point": "a"}], {"s": 1})
+
+
+def test_item_missing_field() -> None:
+    with pytest.raises(ValueError, match="lacks score"):
+        check_evidence(["a"], [{"id": "x", "source": "s", "point": "a"}], {"s": 1})
+
+
+def test_custom_base_is_cloned_per_source(rows) -> None:
+    base = CertifiedPrecisionThreshold(0.99, 0.1)
+    ev = EvidenceThresholds(base).fit_records(rows)
+    assert not hasattr(base, "threshold_")
+    assert all(not s["certified"] for s in ev.sources_.values())
+    assert all(
+        s["required_calibration_size"] is None or s["required_calibration_size"] > 0
+        for s in ev.sources_.values()
+    )
+
+
+@pytest.mark.parametrize(
+    "line,match",
+    [
+        ("not json", "row 1: not JSON"),
+        (json.dumps({"point": "a"}), "column 'request_id'"),
+        (
+            json.dumps(
+                {
+                    "request_id": "r",
+                    "point": "a",
+                    "item_id": "i",
+                    "source": "s",
+                    "score": "x",
+                    "covered": True,
+                }
+            ),
+            "column 'score'",
+        ),
+        (
+            json.dumps(
+                {
+                    "request_id": "r",
+                    "point": "a",
+                    "item_id": "i",
+                    "source": "s",
+                    "score": 1,
+                    "covered": "yes",
+                }
+            ),
+            "column 'covered'",
+        ),
+    ],
+)
+def test_loader_names_file_row_and_column(tmp_path, line: str, match: str) -> None:
+    p = tmp_path / "ev.jsonl"
+    p.write_text(line + "\n")
+    with pytest.raises(DatasetError, match=match) as info:
+        load_evidence_labels(p)
+    assert str(p) in str(info.value)
+
+
+def test_build_script_output_is_current() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "build_evidence_data.py"
+    out = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import hybridroute.calibration as cal
+
+PINNED = [
+    "POLICY_FORMAT",
+    "POLICY_FORMAT_VERSION",
+    "CertifiedPrecisionThreshold",
+    "CostThreshold",
+    "CoverageThreshold",
+    "EmpiricalThreshold",
+    "EvidenceItem",
+    "EvidenceResult",
+    "EvidenceThresholds",
+    "IsotonicCalibration",
+    "LabelMixDeparture",
+    "MarginThreshold",
+    "OutOfScopeThreshold",
+    "PerClassThreshold",
+    "Policy",
+    "PolicyOutcome",
+    "ReliabilityDiagram",
+    "RiskCoverageCurve",
+    "TemperatureScaling",
+    "ThreeWayThreshold",
+    "ThresholdFitter",
+    "aurc",
+    "brier_score",
+    "check_evidence",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "coverage_at",
+    "excess_aurc",
+    "expected_calibration_error",
+    "fit_policy",
+    "label_mix_departure",
+    "load_evidence_labels",
+    "negative_log_likelihood",
+    "planned_calibration_size",
+    "precision_at",
+    "precision_p_value",
+    "reliability_diagram",
+    "required_calibration_size",
+    "risk_coverage_curve",
+]
+
+
+def test_public_names_are_pinned() -> None:
+    assert sorted(cal.__all__) == sorted(PINNED)
+    for name in PINNED:
+        assert getattr(cal, name) is not None
+
+
+def test_calibration_imports_no_llm_or_tracking_stack() -> None:
+    code = (
+        "import sys, hybridroute.calibration as c;"
+        "bad=[m for m in ('litellm','instructor','mlflow','matplotlib','openai') if m in sys.modules];"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_public_objects_have_docstrings() -> None:
+    for name in PINNED:
+        obj = getattr(cal, name)
+        if callable(obj):
+            assert obj.__doc__, name
