@@ -98,10 +98,3 @@ def test_cli_no_permission_is_always_reject(capsys, other):
     facts = {**other, "has_permission": False}
     assert main(["route", "--rules", EXAMPLE, "--facts", json.dumps(facts), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["selected_destination"] == "reject"
-
-
-def test_demo_prints_the_example_table(capsys):
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
-    for word in ("reject", "retry_tool", "route_oscillation", "ask_user", "answer"):
-        assert word in out

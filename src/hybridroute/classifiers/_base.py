@@ -83,8 +83,8 @@ class IntentClassifier:
                 f"this {type(self).__name__} is not fitted yet; call fit(texts, labels) first"
             )
 
-    def predict(self, texts: Sequence[str]) -> list[str]:
-        """The best label for each text."""
+    def predict(self, texts: Sequence[str]) -> list[str | None]:
+        """The best label for each text (``None`` where a classifier that can abstain did)."""
         proba = self.predict_proba(texts)
         classes = self.classes_  # type: ignore[attr-defined]
         return [str(classes[i]) for i in np.argmax(proba, axis=1)]

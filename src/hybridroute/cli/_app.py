@@ -38,6 +38,9 @@ _COMMAND_MODULES = (
     "_train",
     "_standin",
     "_calibrate",
+    "_router",
+    "_records",
+    "_evaluate",
     "_demo",
 )
 
@@ -79,17 +82,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserInputError as exc:
         typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
         return 2
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code or 0)
-    except click.ClickException as exc:
-        exc.show()
-        return int(exc.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Exit, typer.Exit) as exc:
+        return int(getattr(exc, "exit_code", 0) or 0)
+    except (click.exceptions.Abort, typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        return 130
+    except Exception as exc:
+        # Usage errors: click's own, or the copy of click that typer vendors.
+        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()
+            return int(exc.exit_code)
+        raise
     return 0
 
 

@@ -1,62 +1,244 @@
-"""``hybridroute demo``: the main job."""
+"""``hybridroute demo``: the main job, end to end on the bundled support-tickets set.
+
+train the local classifier -> fit a certified policy on the calibration split -> build the
+router bundle -> route the test split into a decision log -> evaluate -> log everything
+to MLflow (the embedded store ``./mlflow.db`` by default) -> print a summary.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import time
+import warnings
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import typer
 
 
+def _fmt(v: Any, pct: bool = False) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        return f"[{_fmt(v[0], pct)}, {_fmt(v[1], pct)}]"
+    if isinstance(v, float):
+        return f"{v:.1%}" if pct else f"{v:.4f}"
+    return str(v)
+
+
 def demo(
-    rules: Path | None = typer.Option(
-        None, "--rules", help="Rules file (default: the bundled example)."
+    out: Path = typer.Option(
+        Path("hybridroute-demo"),
+        "--out",
+        help="Directory for the model, policy, router, log and report.",
     ),
-    tickets: Path | None = typer.Option(
-        None, "--tickets", help="JSONL of {id, text, facts} (default: the bundled examples)."
+    target: float = typer.Option(
+        0.9, "--target", help="Precision to certify for auto-routed tickets."
+    ),
+    delta: float = typer.Option(
+        0.1, "--delta", help="Allowed probability that the certificate is wrong."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random step."),
+    track: bool = typer.Option(True, "--track/--no-track", help="Log the run to MLflow."),
+    tracking_uri: str | None = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking URI (default: ./mlflow.db)."
+    ),
+    experiment: str = typer.Option(
+        "hybridroute-demo", "--experiment", help="MLflow experiment name."
     ),
 ) -> None:
-    """Route the bundled example tickets through the example rules and print a table."""
+    """Train, calibrate, build, route, evaluate and track a support-ticket router (offline)."""
     from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from ..exceptions import FactsError
-    from ..rules import load_rules
+    console = Console(width=110)
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    steps = [
+        "load data",
+        "train classifier",
+        "calibrate policy",
+        "build router",
+        "route + log test split",
+        "evaluate + report",
+        "track in MLflow",
+    ]
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("demo", total=len(steps))
 
-    examples = resources.files("hybridroute") / "examples"
-    rules_path = rules or Path(str(examples / "support_rules.yaml"))
-    tickets_path = tickets or Path(str(examples / "tickets.jsonl"))
-    ruleset = load_rules(rules_path)
-    table = Table(title=f"{ruleset.name} v{ruleset.version}: decisions for {tickets_path.name}")
-    for col in ("id", "ticket", "destination", "reason", "rule", "detail"):
-        table.add_column(col, overflow="fold")
-    with open(tickets_path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FactsError(
-                    f"{tickets_path}, line {lineno}: not valid JSON ({exc.msg})"
-                ) from None
-            try:
-                decision = ruleset.decide(item.get("facts", {}))
-            except FactsError as exc:
-                raise FactsError(f"{tickets_path}, line {lineno}: {exc}") from None
-            text = item.get("text", "")
-            table.add_row(
-                str(item.get("id", lineno)),
-                text if len(text) <= 48 else text[:47] + "…",
-                decision.selected_destination,
-                decision.reason_code,
-                decision.rule_id or "(default)",
-                json.dumps(dict(decision.to_dict()["detail"]), ensure_ascii=False)
-                if decision.detail
-                else "",
-            )
-    Console(width=160).print(table)
+        def step(i: int) -> None:
+            progress.update(task, description=f"[{i + 1}/{len(steps)}] {steps[i]}", completed=i)
+
+        step(0)
+        from ..datasets import load_dataset
+
+        ds = load_dataset("support-tickets")
+        train, cal, test = ds.split("train"), ds.split("calibration"), ds.split("test")
+
+        step(1)
+        from ..classifiers import LocalClassifier
+
+        clf = LocalClassifier(random_state=seed).fit(train.texts, train.y)
+        clf.save(out / "model", training_fingerprint=train.fingerprint, overwrite=True)
+
+        step(2)
+        from ..calibration import fit_policy
+
+        policy = fit_policy(
+            clf.predict_proba(cal.texts),
+            cal.y,
+            [str(c) for c in clf.classes_],
+            objective="precision",
+            target=target,
+            delta=delta,
+            calibrator="temperature",
+            seed=seed,
+            oos_label=ds.oos_label,
+            provenance={
+                "command": "hybridroute demo",
+                "dataset": "support-tickets",
+                "dataset_fingerprint": ds.fingerprint,
+                "calibration_split_fingerprint": cal.fingerprint,
+                "model_training_fingerprint": train.fingerprint,
+            },
+        )
+        policy.save(out / "policy.json")
+
+        step(3)
+        from ..router import HybridRouter
+        from ..rules import load_rules
+
+        rules_path = Path(str(resources.files("hybridroute") / "examples" / "support_rules.yaml"))
+        router = HybridRouter(
+            rules=load_rules(rules_path),
+            classifier=clf,
+            policy=policy,
+            name="support-demo",
+            version="1",
+        )
+        bundle = router.save(out / "router", overwrite=True)
+
+        step(4)
+        from ..records import DecisionLog
+
+        log_path = out / "decisions.sqlite"
+        for stale in out.glob("decisions.sqlite*"):
+            stale.unlink()
+        items = [
+            {
+                "facts": {k: v for k, v in test.facts(i).items() if v is not None},
+                "text": test.texts[i],
+            }
+            for i in range(len(test))
+        ]
+        decisions = router.route_many(items)
+        with DecisionLog(log_path) as log:
+            log.extend(decisions, item_ids=test.ids)
+
+        step(5)
+        from ..evaluation import evaluate_router, write_report
+
+        ev = evaluate_router(router, test, seed=seed)
+        ev["dataset"] = ds.name
+        files = write_report(
+            ev, out / "report", title="support-demo router on support-tickets/test"
+        )
+
+        step(6)
+        run_id = None
+        tracker = None
+        if track:
+            from ..tracking import Tracker, log_evaluation
+
+            tracker = Tracker(tracking_uri, experiment=experiment)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run_id = log_evaluation(
+                    tracker,
+                    ev,
+                    run_name="demo: support-tickets router",
+                    params={
+                        "dataset": "support-tickets",
+                        "classifier": "local",
+                        "C": clf.C_,
+                        "objective": "precision",
+                        "target": target,
+                        "delta": delta,
+                        "seed": seed,
+                        "calibrator": "temperature",
+                    },
+                    tags={
+                        "hybridroute.dataset_fingerprint": ds.fingerprint,
+                        "hybridroute.router": router.name,
+                        "hybridroute.router_version": router.version,
+                    },
+                    report_dir=out / "report",
+                    policy_path=out / "policy.json",
+                    router_bundle=bundle,
+                )
+        progress.update(task, completed=len(steps), description="done")
+
+    guarantee = policy.guarantee
+    table = Table(title="hybridroute demo: support-tickets test split", show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("tickets routed", str(ev["n"])),
+        ("intent accuracy (classified tickets)", _fmt(ev["accuracy"], True)),
+        ("  95% CI", _fmt(ev["accuracy_ci"], True)),
+        ("coverage (auto-routed / classified)", _fmt(ev["coverage"], True)),
+        ("selective precision (auto-routed)", _fmt(ev["selective_precision"], True)),
+        ("next-step accuracy (all tickets)", _fmt(ev["next_step_accuracy"], True)),
+        ("  95% CI", _fmt(ev["next_step_accuracy_ci"], True)),
+        ("policy threshold", _fmt(policy.thresholds["auto"])),
+        ("certified", f"{guarantee['certified']} (precision ≥ {target:g} w.p. ≥ {1 - delta:g})"),
+    ]
+    for stage, n in ev["decisions_by_stage"].items():
+        rows.append((f"decisions at stage '{stage}'", str(n)))
+    rows.append(("ECE (calibrated, 15 bins)", _fmt(ev.get("ece"))))
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+    if not guarantee["certified"]:
+        console.print(f"[yellow]note:[/yellow] the target was not certified: {guarantee['reason']}")
+    console.print(f"report      : {files['html']}")
+    console.print(f"decision log: {log_path}")
+    console.print(f"router      : {bundle}")
+    if run_id is not None and tracker is not None:
+        console.print(
+            f"mlflow run  : {run_id} ({tracker.tracking_uri}; open with: "
+            f"mlflow ui --backend-store-uri {tracker.tracking_uri})"
+        )
+    elif track and tracker is not None and tracker.warning:
+        console.print(f"[yellow]warning:[/yellow] {tracker.warning}")
+    console.print(f"finished in {time.perf_counter() - started:.1f} s")
+    summary = {
+        k: ev.get(k)
+        for k in (
+            "n",
+            "accuracy",
+            "accuracy_ci",
+            "coverage",
+            "selective_precision",
+            "next_step_accuracy",
+            "next_step_accuracy_ci",
+            "decisions_by_stage",
+        )
+    }
+    summary.update(
+        mlflow_run_id=run_id, certified=guarantee["certified"], threshold=policy.thresholds["auto"]
+    )
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,9 +1,482 @@
-"""(being written) -- registers no command yet."""
+"""``hybridroute train``: fit (or configure) a classifier on a labelled set and save it.
+
+Which rows go where:
+
+* the model is fitted on the ``train`` split (a set without splits is all training rows);
+* hyper-parameters are chosen on the ``validation`` split when the set has one, otherwise
+  on a seeded, stratified share carved from ``train`` (the local classifier does this);
+* with ``--calibration-fraction F`` a ``calibration`` split is first carved from ``train``
+  (seeded, as ``hybridroute calibrate`` carves it with the same fraction and seed) and
+  never trained on; a set that has a ``calibration`` split keeps it out of training too;
+* the ``test`` split, when there is one, is scored: accuracy and macro-F1.
+
+The classifier kinds are built by one small function each: ``local`` here,
+``llm`` by :func:`hybridroute.classifiers._llm.configure_from_cli` (no request is made to
+configure it), and ``cascade`` from those two and the escalation threshold
+``--escalate-below`` (a value fitted by ``hybridroute calibrate``; there is no default).
+Scoring the test split with ``llm`` or ``cascade`` sends requests, so it happens only with
+``--evaluate``.
+
+pandas, scikit-learn and litellm come in with the dataset and classifier packages, so
+those imports stay inside the functions.
+"""
 
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
 import typer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..classifiers import IntentClassifier
+    from ..datasets import LabelledSet
+
+
+class ClassifierKind(StrEnum):
+    local = "local"
+    llm = "llm"
+    cascade = "cascade"
+
+
+class OosMode(StrEnum):
+    label = "label"
+    drop = "drop"
+
+
+@dataclass
+class _Rows:
+    """The rows one training run uses, and where they came from."""
+
+    texts: list[str]
+    labels: list[str]
+    fingerprint: str
+    validation: tuple[list[str], list[str]] | None = None
+    test: tuple[list[str], list[str]] | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 def register(app: typer.Typer) -> None:
-    """Register this module's commands on ``app``."""
+    """Register ``train`` on ``app``."""
+    app.command(
+        "train",
+        help="Fit (or, for llm, configure) a classifier on a labelled set, score its test "
+        "split and save it as a model directory.",
+    )(train)
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def _select_rows(ds: LabelledSet, calibration_fraction: float, seed: int) -> _Rows:
+    from ..exceptions import DatasetError
+
+    notes: dict[str, Any] = {"dataset": ds.name, "dataset_fingerprint": ds.fingerprint}
+    splits = ds.splits
+    if not splits:
+        if calibration_fraction > 0:
+            raise DatasetError(
+                f"{ds.name} has no splits, so no calibration split can be carved from its "
+                "train split; add a split column or drop --calibration-fraction",
+                column="split",
+            )
+        notes["train_split"] = None
+        return _Rows(ds.texts, [str(v) for v in ds.y], ds.fingerprint, notes=notes)
+    if "train" not in splits:
+        raise DatasetError(
+            f"{ds.name} has no 'train' split; its splits are {', '.join(splits)}",
+            column="split",
+        )
+    if calibration_fraction > 0:
+        if "calibration" in splits:
+            raise DatasetError(
+                f"{ds.name} already has a calibration split; drop --calibration-fraction",
+                column="split",
+            )
+        ds = ds.with_calibration_split(calibration_fraction, seed=seed)
+        notes["calibration_carved"] = {
+            "fraction": calibration_fraction,
+            "seed": seed,
+            "n_rows": ds.splits.get("calibration", 0),
+        }
+    train = ds.split("train")
+    rows = _Rows(list(train.texts), [str(v) for v in train.y], train.fingerprint, notes=notes)
+    notes["train_split"] = "train"
+    if "validation" in ds.splits:
+        val = ds.split("validation")
+        rows.validation = (list(val.texts), [str(v) for v in val.y])
+        notes["validation_split"] = "validation"
+    if "test" in ds.splits:
+        test = ds.split("test")
+        rows.test = (list(test.texts), [str(v) for v in test.y])
+    return rows
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def _parse_cs(text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"expected comma-separated numbers, got {text!r}", param_hint="--cs"
+        ) from None
+    if not values or any(not v > 0 for v in values):
+        raise click.BadParameter(
+            f"expected one or more positive numbers, got {text!r}", param_hint="--cs"
+        )
+    return values
+
+
+def build_local(rows: _Rows, *, seed: int, cs: tuple[float, ...] | None) -> IntentClassifier:
+    """Fit the local classifier (validation split for choosing C when there is one)."""
+    from ..classifiers import LocalClassifier
+
+    clf = (
+        LocalClassifier(random_state=seed)
+        if cs is None
+        else LocalClassifier(Cs=cs, random_state=seed)
+    )
+    validation = rows.validation
+    if validation is not None:
+        # Validation rows whose label the training split lacks cannot inform the choice
+        # of C; keep the others rather than fail on a small set.
+        known = set(rows.labels)
+        pairs = [(t, y) for t, y in zip(*validation, strict=True) if y in known]
+        validation = ([t for t, _ in pairs], [y for _, y in pairs]) if pairs else None
+    if validation is not None and len(clf.Cs) > 1:
+        return clf.fit(rows.texts, rows.labels, validation=validation)
+    return clf.fit(rows.texts, rows.labels)
+
+
+def _llm_options(options: dict[str, Any], seed: int) -> dict[str, Any]:
+    from ..exceptions import SpecError
+
+    if not options.get("model"):
+        raise SpecError("--classifier llm and cascade need --model (a litellm model string)")
+    return {k: v for k, v in options.items() if v is not None} | {"seed": seed}
+
+
+def build_llm(rows: _Rows, *, seed: int, llm_options: dict[str, Any]) -> IntentClassifier:
+    """Configure the LLM classifier (records the label set; makes no request)."""
+    from ..classifiers._llm import configure_from_cli
+
+    return configure_from_cli(rows.texts, rows.labels, **_llm_options(llm_options, seed))
+
+
+def build_cascade(
+    rows: _Rows,
+    *,
+    seed: int,
+    cs: tuple[float, ...] | None,
+    llm_options: dict[str, Any],
+    escalate_below: float | None,
+) -> IntentClassifier:
+    """The local classifier, the LLM classifier, and the given escalation threshold."""
+    from ..classifiers._cascade import CascadeClassifier
+    from ..exceptions import SpecError
+
+    if escalate_below is None:
+        raise SpecError(
+            "--classifier cascade needs --escalate-below: the local confidence below which "
+            "an item goes to the LLM (fit it with `hybridroute calibrate`)"
+        )
+    local = build_local(rows, seed=seed, cs=cs)
+    llm = build_llm(rows, seed=seed, llm_options=llm_options)
+    try:
+        return CascadeClassifier.from_fitted(local, llm, threshold=escalate_below)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise SpecError(f"--classifier cascade: {exc}") from None
+
+
+def _available(kind: ClassifierKind) -> None:
+    """Refuse clearly when the classifier kind's module is not in this installation."""
+    import importlib.util
+
+    from ..exceptions import UserInputError
+
+    module = {"llm": "_llm", "cascade": "_cascade"}.get(kind.value)
+    if module is None:
+        return
+    if importlib.util.find_spec(f"hybridroute.classifiers.{module}") is None:
+        raise UserInputError(f"classifier {kind.value!r} is not available in this installation")
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _score(clf: IntentClassifier, texts: list[str], gold: list[str]) -> dict[str, Any]:
+    """Accuracy and macro-F1; an abstention (``None``) counts as a wrong answer."""
+    from sklearn.metrics import f1_score
+
+    predicted = clf.predict(texts)
+    abstained = sum(p is None for p in predicted)
+    marker = "\x00abstained"  # cannot collide with a label: labels are validated text
+    pred = [marker if p is None else str(p) for p in predicted]
+    # Macro-F1 over the labels that occur in the gold or the answers, not the marker.
+    labels = sorted(set(gold) | ({p for p in pred} - {marker}))
+    accuracy = sum(p == g for p, g in zip(pred, gold, strict=True)) / len(gold)
+    macro_f1 = float(f1_score(gold, pred, labels=labels, average="macro", zero_division=0))
+    return {
+        "n_test": len(gold),
+        "test_accuracy": float(accuracy),
+        "test_macro_f1": macro_f1,
+        "test_abstained": int(abstained),
+    }
+
+
+# --------------------------------------------------------------------------- command
+
+
+def train(
+    dataset: str = typer.Option(
+        ...,
+        "--dataset",
+        help="banking77, clinc150, support-tickets, csv:PATH, jsonl:PATH (a split column "
+        "with train / validation / test is used when present).",
+    ),
+    classifier: ClassifierKind = typer.Option(
+        ClassifierKind.local, "--classifier", case_sensitive=False, help="Classifier kind."
+    ),
+    out: Path = typer.Option(..., "--out", help="Directory to save the classifier in."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every split and random draw."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace an existing saved classifier at --out."
+    ),
+    calibration_fraction: float = typer.Option(
+        0.0,
+        "--calibration-fraction",
+        help="Carve this share of train into a calibration split (seeded) and never train "
+        "on it; use the same fraction and seed with `hybridroute calibrate`.",
+    ),
+    evaluate: bool | None = typer.Option(
+        None,
+        "--evaluate/--no-evaluate",
+        help="Score the test split (default: yes for local; llm and cascade only when asked, "
+        "since it sends requests).",
+    ),
+    cs: str | None = typer.Option(
+        None,
+        "--cs",
+        help="local: comma-separated grid of C values (default 1,3,10,30,100), chosen on "
+        "validation data.",
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help="llm/cascade: litellm model string, e.g. openai/gpt-4o-mini."
+    ),
+    api_base: str | None = typer.Option(
+        None, "--api-base", help="llm/cascade: URL of an OpenAI-compatible endpoint."
+    ),
+    api_key_env: str | None = typer.Option(
+        None,
+        "--api-key-env",
+        help="llm/cascade: name of the environment variable holding the API key.",
+    ),
+    prompt_template: Path | None = typer.Option(
+        None, "--prompt-template", help="llm/cascade: prompt template file (JSON or YAML)."
+    ),
+    mode: str | None = typer.Option(
+        None, "--mode", help="llm/cascade: tools, json, md_json or json_schema."
+    ),
+    confidence: str | None = typer.Option(
+        None,
+        "--confidence",
+        help="llm/cascade: verbalized, self_consistency or logprobs.",
+    ),
+    n_samples: int | None = typer.Option(
+        None, "--n-samples", help="llm/cascade: samples per text for self_consistency."
+    ),
+    max_concurrency: int | None = typer.Option(
+        None, "--max-concurrency", help="llm/cascade: requests in flight at once."
+    ),
+    timeout: float | None = typer.Option(
+        None, "--timeout", help="llm/cascade: seconds per request."
+    ),
+    cache_dir: Path | None = typer.Option(
+        None, "--cache-dir", help="llm/cascade: directory of the on-disk answer cache."
+    ),
+    examples_per_label: int | None = typer.Option(
+        None,
+        "--examples-per-label",
+        help="llm/cascade: few-shot examples per label drawn from train (seeded).",
+    ),
+    escalate_below: float | None = typer.Option(
+        None,
+        "--escalate-below",
+        help="cascade: local confidence below which an item goes to the LLM (a fitted "
+        "value, e.g. from `hybridroute calibrate`).",
+    ),
+    data_dir: Path | None = typer.Option(
+        None,
+        "--data-dir",
+        help="Directory with banking77/ and clinc150/ (default: HYBRIDROUTE_DATA_DIR).",
+    ),
+    no_download: bool = typer.Option(
+        False, "--no-download", help="Never fetch public sets from the network."
+    ),
+    oos: OosMode | None = typer.Option(
+        None,
+        "--oos",
+        help="clinc150: keep out-of-scope rows as label 'oos' (default) or drop them "
+        "(in-scope training).",
+    ),
+    text_column: str | None = typer.Option(None, "--text-column", help="Files: text column."),
+    label_column: str | None = typer.Option(None, "--label-column", help="Files: label column."),
+    split_column: str | None = typer.Option(None, "--split-column", help="Files: split column."),
+) -> None:
+    """Fit a classifier on a labelled set, report test accuracy, save it to ``--out``."""
+    from ..datasets import load_dataset
+    from ..exceptions import ArtifactError
+
+    if not 0.0 <= calibration_fraction < 1.0:
+        raise click.BadParameter("must be in [0, 1)", param_hint="--calibration-fraction")
+    grid = _parse_cs(cs)
+    _available(classifier)
+    if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
+        raise ArtifactError(
+            "exists and is not empty; choose a new directory or pass --force", path=str(out)
+        )
+
+    options: dict[str, Any] = {}
+    if data_dir is not None:
+        options["data_dir"] = data_dir
+    if no_download:
+        options["download"] = False
+    if oos is not None:
+        options["oos"] = oos.value
+    for key, value in (
+        ("text_column", text_column),
+        ("label_column", label_column),
+        ("split_column", split_column),
+    ):
+        if value is not None:
+            options[key] = value
+    try:
+        ds = load_dataset(dataset, **options)
+    except TypeError as exc:  # an option that does not apply to this reference
+        raise click.UsageError(str(exc)) from None
+    rows = _select_rows(ds, calibration_fraction, seed)
+
+    llm_options = {
+        "model": model,
+        "api_base": api_base,
+        "api_key_env": api_key_env,
+        "prompt_path": prompt_template,
+        "mode": mode,
+        "confidence": confidence,
+        "n_samples": n_samples,
+        "max_concurrency": max_concurrency,
+        "timeout": timeout,
+        "cache_dir": cache_dir,
+        "n_examples_per_label": examples_per_label,
+    }
+    started = time.perf_counter()
+    if classifier is ClassifierKind.local:
+        clf = build_local(rows, seed=seed, cs=grid)
+    elif classifier is ClassifierKind.llm:
+        clf = build_llm(rows, seed=seed, llm_options=llm_options)
+    else:
+        clf = build_cascade(
+            rows, seed=seed, cs=grid, llm_options=llm_options, escalate_below=escalate_below
+        )
+    train_seconds = time.perf_counter() - started
+
+    report: dict[str, Any] = {
+        "classifier": classifier.value,
+        "dataset": ds.name,
+        "n_train": len(rows.texts),
+        "n_labels": len(set(rows.labels)),
+        "training_fingerprint": rows.fingerprint,
+        "train_seconds": round(train_seconds, 3),
+        "seed": seed,
+    }
+    local = clf if classifier is ClassifierKind.local else getattr(clf, "local", None)
+    if local is not None and hasattr(local, "cv_results_"):
+        cv = local.cv_results_
+        report["C"] = float(local.C_)
+        report["validation"] = {
+            "source": {"given": "validation split", "carved": "carved from train"}.get(
+                cv["validation_source"], "none"
+            ),
+            "n_rows": cv["n_validation"],
+            "C_grid": cv["C"],
+            "accuracy": [round(a, 4) for a in cv["validation_accuracy"]],
+        }
+    if classifier is ClassifierKind.cascade:
+        report["escalate_below"] = escalate_below
+
+    do_eval = evaluate if evaluate is not None else classifier is ClassifierKind.local
+    report.update({"n_test": 0, "test_accuracy": None, "test_macro_f1": None, "evaluated": False})
+    if rows.test is not None and do_eval:
+        report.update(_score(clf, *rows.test))
+        report["evaluated"] = True
+    elif rows.test is not None:
+        report["n_test"] = len(rows.test[0])
+
+    metadata = {
+        "trained_by": "hybridroute train",
+        "seed": seed,
+        **rows.notes,
+        "n_train": report["n_train"],
+        "train_seconds": report["train_seconds"],
+    }
+    if report["evaluated"]:
+        metadata["test"] = {
+            k: report[k] for k in ("n_test", "test_accuracy", "test_macro_f1", "test_abstained")
+        }
+    saved = clf.save(  # type: ignore[attr-defined]
+        out, training_fingerprint=rows.fingerprint, metadata=metadata, overwrite=force
+    )
+    report["out"] = str(saved)
+
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, sort_keys=False))
+        return
+    _print_report(report, rows)
+
+
+def _print_report(report: dict[str, Any], rows: _Rows) -> None:
+    echo = typer.echo
+    echo(
+        f"trained {report['classifier']} on {report['dataset']}: {report['n_train']:,} rows, "
+        f"{report['n_labels']} labels, {report['train_seconds']:.1f} s"
+    )
+    val = report.get("validation")
+    if val is not None:
+        if val["n_rows"]:
+            grid = ", ".join(
+                f"{c:g}: {a:.4f}" for c, a in zip(val["C_grid"], val["accuracy"], strict=True)
+            )
+            echo(
+                f"  C = {report['C']:g}, chosen on {val['n_rows']:,} validation rows "
+                f"({val['source']}); validation accuracy by C: {grid}"
+            )
+        else:
+            echo(f"  C = {report['C']:g} (given; no validation search)")
+    carved = rows.notes.get("calibration_carved")
+    if carved:
+        echo(
+            f"  calibration split carved from train and not trained on: {carved['n_rows']:,} "
+            f"rows (fraction {carved['fraction']:g}, seed {carved['seed']})"
+        )
+    if report["evaluated"]:
+        abst = report.get("test_abstained", 0)
+        extra = f", {abst:,} abstained" if abst else ""
+        echo(
+            f"test: accuracy {report['test_accuracy']:.4f}, macro-F1 "
+            f"{report['test_macro_f1']:.4f} on {report['n_test']:,} rows{extra}"
+        )
+    elif report["n_test"]:
+        echo(f"test: not scored ({report['n_test']:,} rows; pass --evaluate to score them)")
+    else:
+        echo("test: the dataset has no test split")
+    echo(f"saved to {report['out']}")

@@ -142,18 +142,24 @@ class Rule:
         """The outcome when the rule fires on (validated) ``facts``, else ``None``."""
         return self._check(facts)
 
-    def describe(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """The rule as it is written in a rules file."""
+        out: dict[str, Any] = {"id": self.id}
         if self.guard_obj is not None:
-            return {"id": self.id, **self.guard_obj.describe()}
-        return {
-            "id": self.id,
-            "when": self.condition.source,  # type: ignore[union-attr]
-            "then": self.destination,
-            "reason": self.reason_code,
-        }
+            out["guard"] = self.guard_obj.name
+            params = self.guard_obj.params_dict()
+            if params:
+                out["params"] = params
+        else:
+            out["when"] = self.condition.source  # type: ignore[union-attr]
+            out["then"] = self.destination
+            out["reason"] = self.reason_code or "rule_matched"
+        if self.description:
+            out["description"] = self.description
+        return out
 
     def __repr__(self) -> str:
-        return f"Rule({self.describe()!r})"
+        return f"Rule({self.to_dict()!r})"
 
 
 class RuleSet:
@@ -317,17 +323,29 @@ class RuleSet:
         """:meth:`decide` for each item."""
         return [self.decide(f) for f in facts_list]
 
-    def describe(self) -> dict[str, Any]:
-        """The rule set as JSON (name, version, facts, rules in order, default)."""
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        """The rule set as a rules-file document: ``parse_rules`` of its YAML rebuilds it."""
+        doc: dict[str, Any] = {
+            "format": 1,
             "name": self.name,
             "version": self.version,
             "facts": self.schema.to_dict(),
-            "destinations": list(self.vocabulary.intents),
-            "reason_codes": list(self.vocabulary.reason_codes),
-            "rules": [r.describe() for r in self.rules],
-            "default": {"destination": self.default, "reason": self.default_reason},
         }
+        if self.schema.extra != "forbid":
+            doc["extra_facts"] = self.schema.extra
+        if self.vocabulary.intents:
+            doc["destinations"] = list(self.vocabulary.intents)
+        if self.vocabulary.reason_codes:
+            doc["reason_codes"] = list(self.vocabulary.reason_codes)
+        doc["rules"] = [r.to_dict() for r in self.rules]
+        doc["default"] = {"destination": self.default, "reason": self.default_reason}
+        return doc
+
+    def to_yaml(self) -> str:
+        """The rule set as rules-file YAML text."""
+        import yaml
+
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, width=100)
 
     def __len__(self) -> int:
         return len(self.rules)

@@ -69,9 +69,9 @@ class Guard:
         """Return the outcome when the guard fires, else ``None``."""
         raise NotImplementedError
 
-    def describe(self) -> dict[str, Any]:
-        """Parameters as JSON, for records and error messages."""
-        return {"guard": self.name, **{k: _jsonable(v) for k, v in self.values.items()}}
+    def params_dict(self) -> dict[str, Any]:
+        """Every parameter with its value, as JSON (for rules files and records)."""
+        return {key: _jsonable(value) for key, value in self.values.items()}
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.values == self.values  # type: ignore[attr-defined]
@@ -81,8 +81,10 @@ class Guard:
 
 
 def _jsonable(v: Any) -> Any:
-    if isinstance(v, (tuple, frozenset, set)):
-        return sorted(v) if isinstance(v, (set, frozenset)) else list(v)
+    if isinstance(v, (set, frozenset)):
+        return sorted(v)
+    if isinstance(v, tuple):
+        return list(v)
     return v
 
 

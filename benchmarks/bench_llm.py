@@ -1,0 +1,218 @@
+"""LLM-classifier plumbing against the local stand-in LLM: throughput, cache, faults.
+
+    python benchmarks/bench_llm.py [--n 1000] [--latency 0.2] [--concurrency 32] [--json]
+
+Every figure here is a STAND-IN figure: the answers come from a hash of the text, not from a
+language model, so nothing below is an LLM's accuracy. What is measured is the client
+stack (hybridroute's seam -> instructor -> litellm -> OpenAI SDK -> HTTP): labels per
+second against a server with fixed latency, the requests a cached rerun makes, and how
+injected faults end (label, or abstention with a reason code) within the retry budgets.
+
+Targets (issue 4): >= 100 labels/s with 200 ms latency and concurrency 32 (the bound is
+concurrency / latency = 160 labels/s); a second run of the same texts makes 0 requests.
+The stand-in runs in its own process (``--in-process`` to share this one) so that the
+client is measured, not the server. Costs are what the counted tokens would cost at
+``--model`` prices in litellm's offline cost map; the stand-in counts ~4 characters per
+token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from typing import Any
+
+from hybridroute.classifiers import LLMClassifier, RetrySettings
+from hybridroute.testing import EXCLUSIVE_FAULTS, HashPolicy, StandInLLM, StandInProcess
+
+_PHRASES = (
+    "my card has not arrived",
+    "I was charged twice",
+    "how do I top up",
+    "please refund my last payment",
+    "the app will not let me log in",
+    "change my address",
+    "why was my transfer declined",
+    "I lost my phone",
+)
+
+
+def make_texts(n: int) -> list[str]:
+    return [f"ticket {i}: {_PHRASES[i % len(_PHRASES)]}" for i in range(n)]
+
+
+def make_labels(k: int) -> list[str]:
+    return [f"intent_{i:02d}" for i in range(k)]
+
+
+def _server(args: argparse.Namespace, **kwargs: Any) -> Any:
+    cls = StandInLLM if args.in_process else StandInProcess
+    return cls(HashPolicy(seed=args.seed), seed=args.seed, **kwargs)
+
+
+def _classifier(args: argparse.Namespace, api_base: str, labels: list[str], **kw: Any) -> Any:
+    clf = LLMClassifier(
+        args.model, api_base=api_base, max_concurrency=args.concurrency, seed=args.seed, **kw
+    )
+    return clf.fit(labels, labels)  # the label set; fit makes no request
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import hybridroute.classifiers._llm_seam  # noqa: F401  (import litellm before timing)
+
+    labels = make_labels(args.labels)
+    texts = make_texts(args.n)
+    out: dict[str, Any] = {
+        "note": "stand-in figures: plumbing throughput and robustness, NOT LLM accuracy",
+        "n_texts": args.n,
+        "n_labels": args.labels,
+        "latency_s": args.latency,
+        "concurrency": args.concurrency,
+        "concurrency_bound_labels_per_s": args.concurrency / args.latency
+        if args.latency > 0
+        else None,
+        "server": "in-process" if args.in_process else "separate process",
+    }
+
+    # -- throughput, then the cached rerun
+    settings = RetrySettings(timeout=max(5.0, 10 * args.latency), seed=args.seed)
+    with tempfile.TemporaryDirectory() as cache, _server(args, latency=args.latency) as server:
+        clf = _classifier(args, server.api_base, labels, retry=settings, cache_dir=cache)
+        clf.classify(["warm-up text, not timed"])  # first-request setup in litellm
+        server.reset_stats()
+        first = clf.classify(texts).report
+        first_server = server.stats()
+        server.reset_stats()
+        second = clf.classify(texts).report
+        second_server = server.stats()
+    out["first_run"] = {
+        "labels_per_s": first.labels_per_second,
+        "seconds": first.seconds,
+        "requests": first.requests,
+        "server_requests": first_server.get("requests", 0),
+        "server_max_in_flight": first_server.get("max_in_flight", 0),
+        "answered": first.n_answered,
+        "abstained": first.n_abstained,
+        "prompt_tokens": first.prompt_tokens,
+        "completion_tokens": first.completion_tokens,
+        "cost_usd_at_model_prices": first.cost_usd,
+    }
+    out["second_run"] = {
+        "requests": second.requests,
+        "server_requests": second_server.get("requests", 0),
+        "cache_hits": second.cache_hits,
+        "seconds": second.seconds,
+    }
+
+    if args.no_faults:
+        return out
+
+    # -- faults: 10% of each kind (slow is a separate 10% modifier)
+    faults = {kind: args.fault_rate for kind in ("slow", *EXCLUSIVE_FAULTS)}
+    fault_settings = RetrySettings(
+        max_transport_retries=3,
+        max_label_repairs=1,
+        timeout=max(1.0, 5 * args.latency),
+        backoff_initial=0.05,
+        backoff_max=0.5,
+        seed=args.seed,
+    )
+    with _server(
+        args,
+        latency=args.latency,
+        faults=faults,
+        retry_after=0.1,
+        slow_seconds=2 * args.latency,
+        hang_seconds=60,
+    ) as server:
+        clf = _classifier(args, server.api_base, labels, retry=fault_settings)
+        faulty = clf.classify(texts).report
+        fault_server = server.stats()
+    out["fault_run"] = {
+        "fault_rates": faults,
+        "retry_settings": fault_settings.to_dict(),
+        "labels_per_s": faulty.labels_per_second,
+        "items": faulty.n_items,
+        "answered": faulty.n_answered,
+        "abstained": faulty.n_abstained,
+        "abstentions_by_reason": dict(sorted(faulty.abstentions.items())),
+        "lost": faulty.n_items - faulty.n_answered - faulty.n_abstained,
+        "requests": faulty.requests,
+        "request_budget": faulty.n_items * fault_settings.max_requests,
+        "request_outcomes": dict(sorted(faulty.request_outcomes.items())),
+        "server_counts": dict(sorted(fault_server.items())),
+    }
+    return out
+
+
+def print_report(r: dict[str, Any]) -> None:
+    print("=" * 78)
+    print("LLM classifier against the STAND-IN LLM -- plumbing figures, NOT LLM accuracy")
+    print("=" * 78)
+    bound = r["concurrency_bound_labels_per_s"]
+    print(
+        f"{r['n_texts']} texts, {r['n_labels']} labels, stand-in latency "
+        f"{r['latency_s'] * 1000:.0f} ms, concurrency {r['concurrency']} "
+        f"(bound = concurrency / latency = {bound:.0f} labels/s), server: {r['server']}"
+    )
+    f = r["first_run"]
+    print(
+        f"first run : {f['labels_per_s']:.1f} labels/s ({f['seconds']:.2f} s), "
+        f"{f['requests']} requests (server saw {f['server_requests']}, at most "
+        f"{f['server_max_in_flight']} in flight), {f['answered']} answered, "
+        f"{f['abstained']} abstained"
+    )
+    cost = f["cost_usd_at_model_prices"]
+    cost_text = "unknown (model not in the cost map)" if cost is None else f"${cost:.4f}"
+    print(
+        f"            tokens {f['prompt_tokens']} in / {f['completion_tokens']} out, "
+        f"cost at model prices {cost_text}"
+    )
+    s = r["second_run"]
+    print(
+        f"second run: {s['requests']} requests (server saw {s['server_requests']}), "
+        f"{s['cache_hits']} cache hits, {s['seconds']:.2f} s"
+    )
+    if "fault_run" not in r:
+        return
+    x = r["fault_run"]
+    rates = ", ".join(f"{k}={v:g}" for k, v in x["fault_rates"].items())
+    print(f"fault run : rates {rates}")
+    print(
+        f"            {x['items']} items -> {x['answered']} labelled, {x['abstained']} "
+        f"abstained, {x['lost']} lost; {x['labels_per_s']:.1f} labels/s"
+    )
+    print(f"            abstentions by reason: {x['abstentions_by_reason']}")
+    print(
+        f"            requests {x['requests']} (budget {x['request_budget']} = items x (1 + "
+        f"{x['retry_settings']['max_transport_retries']} transport retries + "
+        f"{x['retry_settings']['max_label_repairs']} label repair))"
+    )
+    print(f"            request outcomes: {x['request_outcomes']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=1000, help="texts per run")
+    parser.add_argument("--labels", type=int, default=20, help="size of the label set")
+    parser.add_argument("--latency", type=float, default=0.2, help="stand-in latency, s")
+    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    parser.add_argument("--fault-rate", type=float, default=0.1, help="rate of each fault")
+    parser.add_argument("--model", default="openai/gpt-4o-mini", help="model string (prices)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--in-process", action="store_true", help="serve from this process")
+    parser.add_argument("--no-faults", action="store_true", help="skip the fault run")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    result = run(args)
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        print_report(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,399 @@
+"""The cascade: the local classifier first, the LLM classifier for the items it is unsure of.
+
+An item whose local top-label confidence is **below** the escalation threshold goes to the
+LLM classifier; the others keep the local answer. The threshold is never a literal default
+here: give it (``threshold=``, e.g. a value the calibration package fitted) or give a
+fitted object (``policy=``) that provides it:
+
+* an object with ``threshold_for(label)`` (a per-class threshold, e.g. ``PerClassThreshold``);
+* an object with ``threshold_`` (e.g. ``CertifiedPrecisionThreshold`` fitted on the local
+  classifier's confidences);
+* a policy artifact with ``apply(ranked)`` (``hybridroute.calibration.Policy``): an item
+  is kept only when the policy would auto-route the local answer.
+
+Each batch reports the share escalated, the requests made and their cost
+(:class:`CascadeReport`). This module does not import the calibration package (it only
+reads those attributes), nor litellm (the LLM classifier imports it when it needs to).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import ArtifactError
+from ._base import IntentClassifier, RankedLabels
+from ._llm import LLMBatch, LLMClassifier, _run_sync
+
+__all__ = ["CascadeBatch", "CascadeClassifier", "CascadeReport"]
+
+_AUTO_ROUTE = "auto_route"  # the Policy action that keeps an item local
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CascadeReport:
+    """Accounting of one cascade batch (``cost_usd`` is ``None`` when unknown)."""
+
+    n_items: int
+    n_escalated: int
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    llm_abstentions: dict[str, int]
+    seconds: float
+
+    @property
+    def share_escalated(self) -> float:
+        return self.n_escalated / self.n_items if self.n_items else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_items": self.n_items,
+            "n_escalated": self.n_escalated,
+            "share_escalated": self.share_escalated,
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "llm_abstentions": dict(sorted(self.llm_abstentions.items())),
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeBatch:
+    """Per-item results of :meth:`CascadeClassifier.classify`, in input order.
+
+    ``proba`` rows follow ``classes_``; ``escalated[i]`` says whether item ``i`` went to
+    the LLM; ``llm`` holds the LLM batch (``None`` when nothing was escalated).
+    """
+
+    proba: np.ndarray
+    ranked: list[RankedLabels]
+    escalated: np.ndarray
+    llm: LLMBatch | None
+    report: CascadeReport
+
+
+class _ClassThresholds:
+    """Per-label escalation thresholds restored from a saved cascade."""
+
+    def __init__(self, thresholds: Mapping[str, float], default: float) -> None:
+        self.thresholds_ = dict(thresholds)
+        self.default_ = float(default)
+
+    def threshold_for(self, label: str) -> float:
+        return self.thresholds_.get(str(label), self.default_)
+
+
+def _as_json_threshold(value: float) -> float | str:
+    return "inf" if value == math.inf else float(value)
+
+
+def _from_json_threshold(value: Any) -> float:
+    return math.inf if value == "inf" else float(value)
+
+
+class CascadeClassifier(IntentClassifier):
+    """Local classifier first; items below the escalation threshold go to the LLM.
+
+    Parameters
+    ----------
+    local : IntentClassifier
+        The cheap first stage (e.g. ``LocalClassifier``).
+    llm : LLMClassifier
+        The second stage.
+    threshold : float or None
+        Escalate items whose local top-label score is below this value.
+    policy : object or None
+        A fitted object giving the threshold instead (see the module docstring). Exactly
+        one of ``threshold`` and ``policy`` is required.
+
+    Attributes
+    ----------
+    classes_ : ndarray of str
+        The LLM's label set (the local label set plus ``none_of_these`` when the LLM's
+        prompt declares one).
+
+    Notes
+    -----
+    An escalated item the LLM abstains on keeps its abstention (reason code) in
+    :meth:`rank` and is ``None`` in :meth:`predict`; its :meth:`predict_proba` row is the
+    local classifier's (which the threshold already judged unsure).
+    """
+
+    kind = "cascade"
+
+    def __init__(
+        self,
+        local: IntentClassifier,
+        llm: LLMClassifier,
+        *,
+        threshold: float | None = None,
+        policy: Any = None,
+    ) -> None:
+        self.local = local
+        self.llm = llm
+        self.threshold = threshold
+        self.policy = policy
+
+    # ------------------------------------------------------------------ fitting
+
+    def _validate_params(self) -> None:
+        if not isinstance(self.local, IntentClassifier):
+            raise ValueError("local must be an IntentClassifier")
+        if not isinstance(self.llm, LLMClassifier):
+            raise ValueError("llm must be an LLMClassifier")
+        if (self.threshold is None) == (self.policy is None):
+            raise ValueError(
+                "give exactly one of threshold= (a fitted value) or policy= (a fitted "
+                "threshold or policy object); the cascade has no default threshold"
+            )
+        if self.threshold is not None:
+            t = self.threshold
+            if isinstance(t, bool) or not isinstance(t, int | float) or math.isnan(t):
+                raise ValueError(f"threshold must be a number, got {t!r}")
+        elif not (
+            callable(getattr(self.policy, "apply", None))
+            or callable(getattr(self.policy, "threshold_for", None))
+            or hasattr(self.policy, "threshold_")
+        ):
+            raise ValueError(
+                "policy must be fitted and provide apply(ranked), threshold_for(label) "
+                "or threshold_"
+            )
+
+    def _set_classes(self) -> None:
+        local = [str(c) for c in self.local.classes_]  # type: ignore[attr-defined]
+        llm = [str(c) for c in self.llm.classes_]
+        missing = sorted(set(local) - set(llm))
+        if missing:
+            raise ValueError(f"the LLM's label set lacks local labels: {', '.join(missing[:5])}")
+        self.classes_ = np.array(llm)
+
+    def fit(self, texts: Sequence[str], labels: Sequence[str]) -> CascadeClassifier:
+        """Fit the local classifier and the LLM classifier (which makes no request)."""
+        self._validate_params()
+        texts, labels = list(texts), list(labels)
+        self.local.fit(texts, labels)
+        self.llm.fit(texts, labels)
+        self._set_classes()
+        return self
+
+    @classmethod
+    def from_fitted(
+        cls,
+        local: IntentClassifier,
+        llm: LLMClassifier,
+        *,
+        threshold: float | None = None,
+        policy: Any = None,
+    ) -> CascadeClassifier:
+        """A cascade over two already fitted classifiers (nothing is refitted)."""
+        out = cls(local, llm, threshold=threshold, policy=policy)
+        out._validate_params()
+        local._check_fitted()
+        llm._check_fitted()
+        out._set_classes()
+        return out
+
+    # ------------------------------------------------------------------ escalation
+
+    def _escalate(self, local_ranked: Sequence[RankedLabels]) -> np.ndarray:
+        out = np.zeros(len(local_ranked), dtype=bool)
+        policy = self.policy
+        for i, r in enumerate(local_ranked):
+            if r.abstained or r.confidence is None:
+                out[i] = True
+            elif self.threshold is not None:
+                out[i] = r.confidence < float(self.threshold)
+            elif callable(getattr(policy, "apply", None)):
+                out[i] = policy.apply(r).action != _AUTO_ROUTE
+            elif callable(getattr(policy, "threshold_for", None)):
+                out[i] = r.confidence < float(policy.threshold_for(r.top))
+            else:
+                out[i] = r.confidence < float(policy.threshold_)
+        return out
+
+    # ------------------------------------------------------------------ batches
+
+    def classify(self, texts: Sequence[str], k: int = 2) -> CascadeBatch:
+        """Classify ``texts``; the unsure ones go to the LLM (never raises for an item)."""
+        texts = list(texts)
+        return _run_sync(lambda: self.aclassify(texts, k=k))
+
+    async def aclassify(self, texts: Sequence[str], k: int = 2) -> CascadeBatch:
+        """Async :meth:`classify`."""
+        self._check_fitted()
+        started = time.perf_counter()
+        texts = list(texts)
+        classes = [str(c) for c in self.classes_]
+        index = {c: j for j, c in enumerate(classes)}
+        local_classes = [str(c) for c in self.local.classes_]  # type: ignore[attr-defined]
+        # One pass of the local classifier: every class's score, best first (a policy
+        # with temperature calibration needs them all; the proba rows are rebuilt).
+        local_ranked = self.local.rank(texts, k=len(local_classes))
+        proba = np.zeros((len(texts), len(classes)))
+        for i, r in enumerate(local_ranked):
+            if r.abstained or not r.labels:
+                proba[i] = 1.0 / len(classes)
+                continue
+            for label, score in zip(r.labels, r.scores, strict=True):
+                proba[i, index[label]] = score
+        escalated = self._escalate(local_ranked)
+
+        ranked: list[RankedLabels] = []
+        for r in local_ranked:
+            ranked.append(
+                RankedLabels(
+                    labels=r.labels[:k],
+                    scores=r.scores[:k],
+                    abstain_reason=r.abstain_reason,
+                    usage={"stage": "local", "requests": 0, "cost_usd": 0.0, **r.usage},
+                )
+            )
+        llm_batch: LLMBatch | None = None
+        picked = np.flatnonzero(escalated)
+        if len(picked):
+            llm_batch = await self.llm.aclassify([texts[i] for i in picked])
+            llm_ranked = LLMClassifier.ranked_from(llm_batch.items, k=k)
+            llm_rows = self.llm._proba_rows(llm_batch.items)
+            for j, i in enumerate(picked):
+                item = llm_batch.items[j]
+                local = local_ranked[i]
+                usage = {
+                    "stage": "llm",
+                    **llm_ranked[j].usage,
+                    "local_label": local.top,
+                    "local_confidence": local.confidence,
+                }
+                ranked[i] = RankedLabels(
+                    labels=llm_ranked[j].labels,
+                    scores=llm_ranked[j].scores,
+                    abstain_reason=llm_ranked[j].abstain_reason,
+                    usage=usage,
+                )
+                if not item.abstained:
+                    proba[i] = llm_rows[j]
+        report = self._report(len(texts), int(escalated.sum()), llm_batch, started)
+        return CascadeBatch(
+            proba=proba, ranked=ranked, escalated=escalated, llm=llm_batch, report=report
+        )
+
+    @staticmethod
+    def _report(
+        n_items: int, n_escalated: int, llm_batch: LLMBatch | None, started: float
+    ) -> CascadeReport:
+        r = llm_batch.report if llm_batch is not None else None
+        return CascadeReport(
+            n_items=n_items,
+            n_escalated=n_escalated,
+            requests=r.requests if r else 0,
+            prompt_tokens=r.prompt_tokens if r else 0,
+            completion_tokens=r.completion_tokens if r else 0,
+            cost_usd=r.cost_usd if r else 0.0,
+            llm_abstentions=dict(r.abstentions) if r else {},
+            seconds=time.perf_counter() - started,
+        )
+
+    # ------------------------------------------------------------------ classifier API
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        """Rows over ``classes_``: the local row, or the LLM's row for escalated items."""
+        return self.classify(texts).proba
+
+    def predict(self, texts: Sequence[str]) -> list[str | None]:  # type: ignore[override]
+        """Best label per text; ``None`` where an escalated item's LLM abstained."""
+        return [r.top for r in self.classify(texts).ranked]
+
+    def rank(self, texts: Sequence[str], k: int = 2) -> list[RankedLabels]:
+        """Top-``k`` labels per text; ``usage["stage"]`` says which stage answered."""
+        return self.classify(texts, k=k).ranked
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(
+        self,
+        path: str | Path,
+        *,
+        training_fingerprint: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        overwrite: bool = False,
+    ) -> Path:
+        """Save to directory ``path``: both stages in sub-directories, one manifest."""
+        from ._persistence import save_classifier
+
+        return save_classifier(
+            self,
+            path,
+            training_fingerprint=training_fingerprint,
+            metadata=metadata,
+            overwrite=overwrite,
+        )
+
+    def _escalation_state(self) -> dict[str, Any]:
+        if self.threshold is not None:
+            return {"threshold": _as_json_threshold(float(self.threshold))}
+        policy = self.policy
+        if hasattr(policy, "thresholds_") and callable(getattr(policy, "threshold_for", None)):
+            default = getattr(policy, "pool_threshold_", getattr(policy, "default_", None))
+            if default is None:
+                raise ValueError("a per-class policy without a default threshold cannot be saved")
+            return {
+                "class_thresholds": {
+                    str(k): _as_json_threshold(float(v)) for k, v in policy.thresholds_.items()
+                },
+                "default_threshold": _as_json_threshold(float(default)),
+            }
+        if hasattr(policy, "threshold_") and not callable(getattr(policy, "apply", None)):
+            return {"threshold": _as_json_threshold(float(policy.threshold_))}
+        raise ValueError(
+            "a cascade driven by a policy artifact is saved without it: save the policy "
+            "separately and pass it again with CascadeClassifier.from_fitted(...)"
+        )
+
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        from ._persistence import save_classifier
+
+        self._check_fitted()
+        escalation = self._escalation_state()
+        save_classifier(self.local, directory / "local")
+        save_classifier(self.llm, directory / "llm")
+        return {"escalation": escalation}
+
+    @classmethod
+    def _load_state(cls, directory: Path, manifest: dict[str, Any]) -> CascadeClassifier:
+        from ._persistence import load_classifier
+
+        state = manifest.get("state")
+        escalation = state.get("escalation") if isinstance(state, dict) else None
+        if not isinstance(escalation, dict):
+            raise ArtifactError("manifest has no 'state.escalation' object", path=str(directory))
+        local = load_classifier(directory / "local")
+        llm = load_classifier(directory / "llm")
+        if not isinstance(llm, LLMClassifier):
+            raise ArtifactError("the 'llm' stage is not an LLM classifier", path=str(directory))
+        try:
+            if "threshold" in escalation:
+                return cls.from_fitted(
+                    local, llm, threshold=_from_json_threshold(escalation["threshold"])
+                )
+            policy = _ClassThresholds(
+                {
+                    str(k): _from_json_threshold(v)
+                    for k, v in dict(escalation["class_thresholds"]).items()
+                },
+                _from_json_threshold(escalation["default_threshold"]),
+            )
+            return cls.from_fitted(local, llm, policy=policy)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactError(
+                f"manifest 'state.escalation' is malformed ({exc})", path=str(directory)
+            ) from None

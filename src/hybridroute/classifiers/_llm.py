@@ -1,0 +1,872 @@
+"""The LLM intent classifier: a model constrained to the label set, through one seam.
+
+:class:`LLMClassifier` asks an LLM (any litellm model string, or an OpenAI-compatible
+``api_base``) for one label of a closed label set, with:
+
+* a response model built from the label set, so an out-of-set answer is a validation
+  error -- repaired once with feedback, then an abstention (``invalid_label``);
+* transport retries with backoff on their own budget (``provider_error`` / ``timeout``
+  when spent), never pasted into the prompt (:mod:`._retry`);
+* a raw confidence by a selectable method (:mod:`._llm_confidence`);
+* async batches with a bounded number of requests in flight (an asyncio semaphore);
+* an on-disk answer cache (:mod:`._llm_cache`), so a rerun makes no request;
+* tokens and cost per item and per batch (litellm's offline cost map).
+
+No item is ever given a made-up label: an item that could not be answered is an
+abstention with a reason code, in :meth:`LLMClassifier.rank` and :meth:`classify`, and
+``None`` in :meth:`LLMClassifier.predict`. One item's failure never stops a batch.
+
+This module does not import litellm or instructor; only :mod:`._llm_seam` does, and only
+when a batch actually needs a request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..exceptions import LLMError, UserInputError
+from ._base import IntentClassifier, RankedLabels
+from ._llm_cache import AnswerCache, cache_key
+from ._llm_confidence import CONFIDENCE_METHODS, ConfidenceMethod, make_confidence_method
+from ._prompt import PromptTemplate
+from ._retry import AttemptResult, LabelFailure, RetrySettings, Usage, ask_with_budgets
+
+__all__ = [
+    "LLMBatch",
+    "LLMBatchReport",
+    "LLMClassifier",
+    "LLMItemResult",
+    "configure_from_cli",
+]
+
+#: Structured-output modes (see ``_llm_seam.MODES``), named here so that validating a
+#: configuration does not import litellm.
+MODE_NAMES: tuple[str, ...] = ("tools", "json", "md_json", "json_schema")
+
+#: Keys that would put a credential into a saved configuration.
+_SECRET_PARAMS = frozenset(
+    {
+        "api_key",
+        "headers",
+        "extra_headers",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "azure_ad_token",
+        "client_secret",
+        "password",
+        "vertex_credentials",
+    }
+)
+
+#: Placeholder key sent to an ``api_base`` when no ``api_key_env`` is configured: local
+#: OpenAI-compatible servers (vLLM, llama.cpp, Ollama, the stand-in) ignore it.
+NO_KEY = "no-key-required"
+
+_CHUNK = 4096  # items scheduled at once (bounds memory for huge batches)
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMItemResult:
+    """What the LLM classifier said about one text.
+
+    ``scores`` are raw (uncalibrated) scores of the labels the model gave, best first;
+    empty for an abstention, whose ``abstain_reason`` is set (``invalid_label``,
+    ``provider_error``, ``timeout``) and ``detail`` says why.
+    """
+
+    scores: tuple[tuple[str, float], ...]
+    abstain_reason: str | None = None
+    detail: str | None = None
+    confidence_source: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    cached: bool = False
+
+    @property
+    def label(self) -> str | None:
+        return self.scores[0][0] if self.scores else None
+
+    @property
+    def abstained(self) -> bool:
+        return self.abstain_reason is not None
+
+    def usage_dict(self) -> dict[str, Any]:
+        out = self.usage.to_dict()
+        out["cached"] = self.cached
+        if self.confidence_source is not None:
+            out["confidence_source"] = self.confidence_source
+        if self.detail is not None:
+            out["detail"] = self.detail
+        return out
+
+    def to_cache(self) -> dict[str, Any]:
+        return {
+            "scores": [[label, score] for label, score in self.scores],
+            "confidence_source": self.confidence_source,
+            "usage": self.usage.to_dict(),
+        }
+
+    @classmethod
+    def from_cache(cls, value: Mapping[str, Any]) -> LLMItemResult:
+        return cls(
+            scores=tuple((str(label), float(score)) for label, score in value["scores"]),
+            confidence_source=value.get("confidence_source"),
+            usage=Usage(cost_usd=0.0),
+            cached=True,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMBatchReport:
+    """Accounting of one batch.
+
+    ``requests`` counts HTTP requests actually made (0 on a fully cached rerun);
+    ``request_outcomes`` counts them by outcome (``answered``, ``invalid_label``,
+    ``rate_limit``, ``server_error``, ``timeout``, ...); ``abstentions`` counts abstained
+    items by reason code. ``cost_usd`` is ``None`` when some answer had no known price
+    (a model missing from litellm's cost map).
+    """
+
+    n_items: int
+    n_unique: int
+    n_answered: int
+    n_abstained: int
+    abstentions: dict[str, int]
+    cache_hits: int
+    requests: int
+    request_outcomes: dict[str, int]
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    seconds: float
+
+    @property
+    def labels_per_second(self) -> float:
+        return self.n_items / self.seconds if self.seconds > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_items": self.n_items,
+            "n_unique": self.n_unique,
+            "n_answered": self.n_answered,
+            "n_abstained": self.n_abstained,
+            "abstentions": dict(sorted(self.abstentions.items())),
+            "cache_hits": self.cache_hits,
+            "requests": self.requests,
+            "request_outcomes": dict(sorted(self.request_outcomes.items())),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LLMBatch:
+    """The results of :meth:`LLMClassifier.classify`, in input order, and their report."""
+
+    items: list[LLMItemResult]
+    report: LLMBatchReport
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class _BackgroundLoop:
+    """One event loop in a daemon thread, shared by every synchronous call.
+
+    Running each synchronous batch in a fresh ``asyncio.run`` loop would leave litellm's
+    per-loop HTTP connection pools open behind it (file descriptors leak with every call);
+    one long-lived loop keeps reusing them.
+    """
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _pid: int | None = None
+
+    @classmethod
+    def get(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            alive = cls._thread is not None and cls._thread.is_alive()
+            if cls._loop is None or not alive or cls._pid != os.getpid():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="hybridroute-llm-loop", daemon=True
+                )
+                thread.start()
+                cls._loop, cls._thread, cls._pid = loop, thread, os.getpid()
+            return cls._loop
+
+
+def _run_sync(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from synchronous code (also from inside a loop)."""
+    loop = _BackgroundLoop.get()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:  # a coroutine on our own loop must await aclassify instead
+        raise RuntimeError("call aclassify() from a coroutine running on this loop")
+
+    async def call() -> T:
+        return await factory()
+
+    future = asyncio.run_coroutine_threadsafe(call(), loop)
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()  # e.g. KeyboardInterrupt: stop the batch, not only the wait
+        raise
+
+
+def _usage_from_error(exc: LLMError) -> Usage:
+    data = exc.usage or {}
+    cost = data.get("cost_usd", 0.0)
+    return Usage(
+        requests=int(data.get("requests", exc.attempts) or 0),
+        prompt_tokens=int(data.get("prompt_tokens", 0) or 0),
+        completion_tokens=int(data.get("completion_tokens", 0) or 0),
+        cost_usd=None if cost is None else float(cost),
+    )
+
+
+def _outcome_name(result: AttemptResult) -> str:
+    if isinstance(result, LabelFailure):
+        return "invalid_label"
+    kind = getattr(result, "kind", None)
+    return str(kind) if kind is not None else "answered"
+
+
+# --------------------------------------------------------------------------- the classifier
+
+
+class LLMClassifier(IntentClassifier):
+    """An LLM constrained to a closed label set (instructor over litellm).
+
+    Parameters
+    ----------
+    model : str
+        A litellm model string (``openai/gpt-4o-mini``, ``anthropic/claude-...``,
+        ``ollama/llama3``...). With ``api_base``, ``openai/<name>`` talks to any
+        OpenAI-compatible server.
+    api_base : str or None
+        URL of an OpenAI-compatible endpoint (``http://host:port/v1``).
+    api_key_env : str or None
+        Name of the environment variable holding the API key, read at request time. The
+        key itself is never stored or saved. Without it, litellm finds provider keys
+        itself (``OPENAI_API_KEY``...), and an ``api_base`` gets a placeholder key.
+    prompt : PromptTemplate or None
+        Versioned instructions, label descriptions, examples, optional ``none_of_these``.
+    retry : RetrySettings or None
+        Transport and label-repair budgets, backoff, per-request timeout.
+    mode : {"tools", "json", "md_json", "json_schema"}
+        How structured output is asked for (instructor modes).
+    confidence : {"verbalized", "self_consistency", "logprobs"}
+        The raw-confidence method (see :mod:`hybridroute.classifiers._llm_confidence`).
+    n_samples : int
+        Samples per text for ``self_consistency``.
+    sample_temperature : float
+        Sampling temperature for ``self_consistency``.
+    temperature : float or None
+        Temperature of the other methods (``None``: the provider's default).
+    max_concurrency : int
+        Requests in flight at once, across the batch.
+    cache_dir : str or None
+        Directory of the on-disk answer cache; ``None`` disables caching.
+    n_examples_per_label : int
+        Few-shot examples per label drawn from the training data in :meth:`fit` (seeded).
+    seed : int
+        Seeds the few-shot draw (jitter is seeded by ``retry.seed``).
+    extra_params : mapping or None
+        More litellm parameters (e.g. ``{"max_tokens": 50}``); credentials are refused.
+
+    Attributes
+    ----------
+    classes_ : ndarray of str
+        The label set (sorted; includes ``prompt.none_of_these`` when set).
+    prompt_ : PromptTemplate
+        The template actually used (with the few-shot examples drawn in ``fit``).
+    n_train_ : int
+        Number of training texts seen by ``fit``.
+
+    Notes
+    -----
+    ``predict_proba`` spreads scores over ``classes_`` as follows: the labels the model
+    gave keep their raw scores (the verbalised / log-prob confidence of the one answered
+    label, or the vote shares); the remaining mass ``1 - sum`` is shared equally by the
+    other labels. An abstained item gets a uniform row (it carries no evidence), while
+    :meth:`predict` gives ``None`` and :meth:`rank` an abstention with its reason code.
+    :meth:`rank` lists only the labels the model gave.
+
+    The synchronous methods run their batch on one background event loop shared by the
+    process (so litellm's connection pools are reused rather than leaked per call);
+    :meth:`aclassify` runs on the caller's loop. Labels and scores from the stand-in
+    server (:mod:`hybridroute.testing`) are never an LLM's accuracy.
+    """
+
+    kind = "llm"
+    #: Versions recorded in a saved manifest besides numpy / scipy / scikit-learn.
+    _artifact_packages = ("litellm", "instructor", "openai")
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key_env: str | None = None,
+        prompt: PromptTemplate | None = None,
+        retry: RetrySettings | None = None,
+        mode: str = "tools",
+        confidence: str = "verbalized",
+        n_samples: int = 5,
+        sample_temperature: float = 1.0,
+        temperature: float | None = None,
+        max_concurrency: int = 16,
+        cache_dir: str | os.PathLike[str] | None = None,
+        n_examples_per_label: int = 0,
+        seed: int = 0,
+        extra_params: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.api_base = api_base
+        self.api_key_env = api_key_env
+        self.prompt = prompt
+        self.retry = retry
+        self.mode = mode
+        self.confidence = confidence
+        self.n_samples = n_samples
+        self.sample_temperature = sample_temperature
+        self.temperature = temperature
+        self.max_concurrency = max_concurrency
+        self.cache_dir = cache_dir
+        self.n_examples_per_label = n_examples_per_label
+        self.seed = seed
+        self.extra_params = extra_params
+
+    # ------------------------------------------------------------------ configuration
+
+    def _template(self) -> PromptTemplate:
+        return self.prompt if self.prompt is not None else PromptTemplate()
+
+    def _settings(self) -> RetrySettings:
+        return self.retry if self.retry is not None else RetrySettings()
+
+    def _method(self) -> ConfidenceMethod:
+        return make_confidence_method(
+            self.confidence,
+            n_samples=self.n_samples,
+            temperature=self.temperature,
+            sample_temperature=self.sample_temperature,
+        )
+
+    def _validate_params(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError("model must be a non-empty litellm model string")
+        if self.mode not in MODE_NAMES:
+            raise ValueError(f"unknown mode {self.mode!r}; known: {', '.join(MODE_NAMES)}")
+        if self.confidence not in CONFIDENCE_METHODS:
+            raise ValueError(
+                f"unknown confidence method {self.confidence!r}; "
+                f"known: {', '.join(CONFIDENCE_METHODS)}"
+            )
+        if self.confidence == "logprobs" and self.mode in ("tools",):
+            raise ValueError(
+                "confidence='logprobs' needs a JSON mode (json, md_json, json_schema): "
+                "providers return no token log-probabilities for tool-call arguments"
+            )
+        self._method()  # validates n_samples / temperatures
+        if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int):
+            raise ValueError("max_concurrency must be an integer")
+        if self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        if not isinstance(self.n_examples_per_label, int) or self.n_examples_per_label < 0:
+            raise ValueError("n_examples_per_label must be an integer >= 0")
+        if self.prompt is not None and not isinstance(self.prompt, PromptTemplate):
+            raise ValueError("prompt must be a PromptTemplate")
+        if self.retry is not None and not isinstance(self.retry, RetrySettings):
+            raise ValueError("retry must be a RetrySettings")
+        secret = sorted(set(self.extra_params or {}) & _SECRET_PARAMS)
+        if secret:
+            raise ValueError(
+                f"extra_params must not carry credentials ({', '.join(secret)}); "
+                "name the key's environment variable in api_key_env instead"
+            )
+
+    def _api_key(self) -> str | None:
+        if self.api_key_env:
+            value = os.environ.get(self.api_key_env)
+            if not value:
+                raise UserInputError(
+                    f"environment variable {self.api_key_env!r} (api_key_env) is not set"
+                )
+            return value
+        return NO_KEY if self.api_base else None
+
+    # ------------------------------------------------------------------ fit
+
+    def fit(self, texts: Sequence[str], labels: Sequence[str]) -> LLMClassifier:
+        """Record the label set (and draw few-shot examples); makes no request.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            Training texts (used only for few-shot examples).
+        labels : sequence of str
+            Their labels; the sorted distinct labels become ``classes_``.
+        """
+        self._validate_params()
+        texts = list(texts)
+        labels = list(labels)
+        if len(texts) != len(labels):
+            raise ValueError(f"texts and labels differ in length ({len(texts)} != {len(labels)})")
+        if not labels:
+            raise ValueError("fit needs at least one labelled text")
+        for i, (text, label) in enumerate(zip(texts, labels, strict=True)):
+            if not isinstance(text, str):
+                raise ValueError(f"text {i} is not a string: {text!r}")
+            if not isinstance(label, str) or not label:
+                raise ValueError(f"label {i} is not a non-empty string: {label!r}")
+        template = self._template()
+        label_set = set(labels)
+        if template.none_of_these is not None:
+            label_set.add(template.none_of_these)
+        unknown = sorted(set(template.label_descriptions) - label_set)
+        if unknown:
+            raise ValueError(
+                f"prompt describes labels not in the label set: {', '.join(unknown[:5])}"
+            )
+        classes = sorted(label_set)
+        if self.n_examples_per_label:
+            rng = np.random.default_rng(self.seed)
+            by_label: dict[str, list[int]] = {}
+            for i, label in enumerate(labels):
+                by_label.setdefault(label, []).append(i)
+            picked: list[int] = []
+            for label in sorted(by_label):
+                idx = by_label[label]
+                n = min(self.n_examples_per_label, len(idx))
+                picked.extend(int(i) for i in rng.choice(idx, size=n, replace=False))
+            order = rng.permutation(len(picked))  # examples not grouped by label
+            template = template.with_examples(
+                [(texts[picked[j]], labels[picked[j]]) for j in order]
+            )
+        self.classes_ = np.array(classes)
+        self.prompt_ = template
+        self.n_train_ = len(texts)
+        return self
+
+    # ------------------------------------------------------------------ batches
+
+    def _cache_fields(self, method: ConfidenceMethod) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "prompt_version": self.prompt_.version,
+            "prompt_fingerprint": self.prompt_.fingerprint(),
+            "labels": [str(c) for c in self.classes_],
+            "mode": self.mode,
+            "confidence": method.settings(),
+        }
+
+    def classify(self, texts: Sequence[str]) -> LLMBatch:
+        """Classify ``texts``; never raises for a failed item (it abstains)."""
+        texts = list(texts)
+        return _run_sync(lambda: self.aclassify(texts))
+
+    async def aclassify(self, texts: Sequence[str]) -> LLMBatch:
+        """Async :meth:`classify`: at most ``max_concurrency`` requests in flight."""
+        self._check_fitted()
+        started = time.perf_counter()
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValueError(f"text {i} is not a string: {text!r}")
+        method = self._method()
+        fields = self._cache_fields(method)
+        keys = [cache_key(fields, text) for text in texts]
+        unique: dict[str, str] = dict(zip(keys, texts, strict=True))
+        results: dict[str, LLMItemResult] = {}
+        outcomes: Counter[str] = Counter()
+
+        cache_cm: contextlib.AbstractContextManager[AnswerCache | None] = (
+            AnswerCache(self.cache_dir) if self.cache_dir is not None else contextlib.nullcontext()
+        )
+        with cache_cm as cache:
+            if cache is not None:
+                for key, value in cache.get_many(unique).items():
+                    with contextlib.suppress(KeyError, TypeError, ValueError):
+                        results[key] = LLMItemResult.from_cache(value)
+            cache_hits = len(results)
+            todo = [key for key in unique if key not in results]
+            if todo:
+                ask = self._make_ask(method, outcomes)
+                for start in range(0, len(todo), _CHUNK):
+                    chunk = todo[start : start + _CHUNK]
+                    done = await asyncio.gather(*(ask(key, unique[key]) for key in chunk))
+                    for key, result in zip(chunk, done, strict=True):
+                        results[key] = result
+                        if cache is not None and not result.abstained:
+                            cache.put(key, result.to_cache())
+
+        items: list[LLMItemResult] = []
+        seen: set[str] = set()
+        for key in keys:
+            result = results[key]
+            if key in seen and not result.cached:
+                # A repeated text in the batch reuses the first answer: no new request.
+                result = LLMItemResult(
+                    scores=result.scores,
+                    abstain_reason=result.abstain_reason,
+                    detail=result.detail,
+                    confidence_source=result.confidence_source,
+                    usage=Usage(cost_usd=0.0),
+                    cached=True,
+                )
+            seen.add(key)
+            items.append(result)
+        report = self._report(items, outcomes, len(unique), cache_hits, started)
+        return LLMBatch(items=items, report=report)
+
+    def _make_ask(
+        self, method: ConfidenceMethod, outcomes: Counter[str]
+    ) -> Callable[[str, str], Awaitable[LLMItemResult]]:
+        from ._llm_seam import LiteLLMLabelAsker  # the only place litellm gets imported
+
+        settings = self._settings()
+        labels = [str(c) for c in self.classes_]
+        template = self.prompt_
+        asker = LiteLLMLabelAsker(
+            model=self.model,
+            labels=labels,
+            mode=self.mode,
+            with_confidence=method.wants_verbalized,
+            logprobs=method.wants_logprobs,
+            api_base=self.api_base,
+            api_key=self._api_key(),
+            timeout=settings.timeout,
+            extra_params=self.extra_params,
+        )
+        semaphore = asyncio.Semaphore(self.max_concurrency)
+        temperature = method.temperature
+
+        async def attempt(messages: Sequence[Mapping[str, Any]]) -> AttemptResult:
+            async with semaphore:
+                result = await asker.attempt(messages, temperature=temperature)
+            outcomes[_outcome_name(result)] += 1
+            return result
+
+        def reask(failure: LabelFailure) -> list[dict[str, str]]:
+            return template.repair_messages(failure.raw, failure.error)
+
+        async def sample(messages: list[dict[str, str]], key: str) -> Any:
+            try:
+                return await ask_with_budgets(attempt, messages, settings, reask=reask, key=key)
+            except LLMError as exc:
+                return exc
+
+        async def ask(key: str, text: str) -> LLMItemResult:
+            messages = template.render(labels, text)
+            done = await asyncio.gather(
+                *(sample(messages, f"{key}:{i}") for i in range(method.n_samples))
+            )
+            usage = Usage(cost_usd=0.0)
+            answers = []
+            failures: list[LLMError] = []
+            for item in done:
+                if isinstance(item, LLMError):
+                    failures.append(item)
+                    usage = usage + _usage_from_error(item)
+                else:
+                    answers.append(item.answer)
+                    usage = usage + item.usage
+            if not answers:
+                reasons = Counter(f.reason_code for f in failures)
+                reason = max(reasons, key=lambda r: (reasons[r], -_first(failures, r)))
+                detail = next(str(f) for f in failures if f.reason_code == reason)
+                return LLMItemResult(scores=(), abstain_reason=reason, detail=detail, usage=usage)
+            scores, source = method.scores(answers)
+            order = {label: i for i, label in enumerate(labels)}
+            ranked = tuple(sorted(scores.items(), key=lambda kv: (-kv[1], order.get(kv[0], 0))))
+            return LLMItemResult(scores=ranked, confidence_source=source, usage=usage)
+
+        return ask
+
+    def _report(
+        self,
+        items: Sequence[LLMItemResult],
+        outcomes: Counter[str],
+        n_unique: int,
+        cache_hits: int,
+        started: float,
+    ) -> LLMBatchReport:
+        usage = Usage(cost_usd=0.0)
+        for item in items:
+            usage = usage + item.usage
+        abstentions = Counter(i.abstain_reason for i in items if i.abstain_reason is not None)
+        return LLMBatchReport(
+            n_items=len(items),
+            n_unique=n_unique,
+            n_answered=sum(1 for i in items if not i.abstained),
+            n_abstained=sum(abstentions.values()),
+            abstentions=dict(abstentions),
+            cache_hits=cache_hits,
+            requests=usage.requests,
+            request_outcomes=dict(outcomes),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost_usd=usage.cost_usd,
+            seconds=time.perf_counter() - started,
+        )
+
+    # ------------------------------------------------------------------ classifier API
+
+    def _proba_rows(self, items: Sequence[LLMItemResult]) -> np.ndarray:
+        classes = [str(c) for c in self.classes_]
+        index = {label: i for i, label in enumerate(classes)}
+        n = len(classes)
+        proba = np.full((len(items), n), 1.0 / n)
+        for row, item in enumerate(items):
+            if item.abstained:
+                continue
+            given = {index[label]: score for label, score in item.scores if label in index}
+            mass = min(1.0, sum(given.values()))
+            rest = [j for j in range(n) if j not in given]
+            values = np.zeros(n)
+            for j, score in given.items():
+                values[j] = score
+            if rest:
+                values[rest] = (1.0 - mass) / len(rest)
+            elif mass > 0:
+                values /= values.sum()
+            proba[row] = values
+        return proba
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        """Scores over ``classes_`` (rows sum to 1); see the class Notes for the spread."""
+        return self._proba_rows(self.classify(texts).items)
+
+    def predict(self, texts: Sequence[str]) -> list[str | None]:  # type: ignore[override]
+        """The model's label for each text, ``None`` where it abstained."""
+        return [item.label for item in self.classify(texts).items]
+
+    def rank(self, texts: Sequence[str], k: int = 2) -> list[RankedLabels]:
+        """The labels the model gave (best first, at most ``k``) or an abstention."""
+        return self.ranked_from(self.classify(texts).items, k=k)
+
+    @staticmethod
+    def ranked_from(items: Sequence[LLMItemResult], k: int = 2) -> list[RankedLabels]:
+        """:class:`RankedLabels` for already classified items."""
+        k = max(1, int(k))
+        out = []
+        for item in items:
+            top = item.scores[:k]
+            out.append(
+                RankedLabels(
+                    labels=tuple(label for label, _ in top),
+                    scores=tuple(float(score) for _, score in top),
+                    abstain_reason=item.abstain_reason,
+                    usage=item.usage_dict(),
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------------ configuration I/O
+
+    def get_config(self) -> dict[str, Any]:
+        """The constructor arguments as plain JSON (never an API key)."""
+        self._validate_params()
+        return {
+            "model": self.model,
+            "api_base": self.api_base,
+            "api_key_env": self.api_key_env,
+            "prompt": self._template().to_dict(),
+            "retry": self._settings().to_dict(),
+            "mode": self.mode,
+            "confidence": self.confidence,
+            "n_samples": self.n_samples,
+            "sample_temperature": self.sample_temperature,
+            "temperature": self.temperature,
+            "max_concurrency": self.max_concurrency,
+            "cache_dir": None if self.cache_dir is None else str(self.cache_dir),
+            "n_examples_per_label": self.n_examples_per_label,
+            "seed": self.seed,
+            "extra_params": dict(self.extra_params or {}),
+        }
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> LLMClassifier:
+        """Rebuild an unfitted classifier from :meth:`get_config` output."""
+        data = dict(config)
+        unknown = sorted(set(data) - set(cls._CONFIG_KEYS))
+        if unknown:
+            raise ValueError(f"unknown LLMClassifier config key(s): {', '.join(unknown)}")
+        if data.get("prompt") is not None:
+            data["prompt"] = PromptTemplate.from_dict(data["prompt"])
+        if data.get("retry") is not None:
+            data["retry"] = RetrySettings.from_dict(data["retry"])
+        model = data.pop("model")
+        out = cls(model, **data)
+        out._validate_params()
+        return out
+
+    _CONFIG_KEYS = (
+        "model",
+        "api_base",
+        "api_key_env",
+        "prompt",
+        "retry",
+        "mode",
+        "confidence",
+        "n_samples",
+        "sample_temperature",
+        "temperature",
+        "max_concurrency",
+        "cache_dir",
+        "n_examples_per_label",
+        "seed",
+        "extra_params",
+    )
+
+    def get_params(self, deep: bool = False) -> dict[str, Any]:
+        """The constructor arguments, as a dict (``deep`` is accepted and ignored)."""
+        return {name: getattr(self, name) for name in self._CONFIG_KEYS}
+
+    def set_params(self, **params: Any) -> LLMClassifier:
+        """Set constructor arguments; returns ``self``."""
+        for name, value in params.items():
+            if name not in self._CONFIG_KEYS:
+                raise ValueError(f"unknown parameter {name!r} of {type(self).__name__}")
+            setattr(self, name, value)
+        return self
+
+    def save(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        training_fingerprint: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        overwrite: bool = False,
+    ) -> Path:
+        """Save to directory ``path``: a manifest holding the JSON configuration (model,
+        api_base, api_key_env, prompt template, settings -- never an API key) and the label
+        set. Load with :func:`hybridroute.classifiers.load_classifier`."""
+        from ._persistence import save_classifier
+
+        return save_classifier(
+            self,
+            Path(path),
+            training_fingerprint=training_fingerprint,
+            metadata=metadata,
+            overwrite=overwrite,
+        )
+
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        return {"config": self.get_config(), "fitted": self.get_state()}
+
+    @classmethod
+    def _load_state(cls, directory: Path, manifest: Mapping[str, Any]) -> LLMClassifier:
+        from ..exceptions import ArtifactError
+
+        state = manifest.get("state")
+        try:
+            if not isinstance(state, Mapping):
+                raise ValueError("no 'state' object")
+            clf = cls.from_config(state["config"])
+            clf.set_state(state["fitted"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactError(
+                f"manifest state of an LLM classifier is malformed ({exc})", path=str(directory)
+            ) from None
+        return clf
+
+    def get_state(self) -> dict[str, Any]:
+        """The fitted state as plain JSON."""
+        self._check_fitted()
+        return {
+            "classes": [str(c) for c in self.classes_],
+            "prompt": self.prompt_.to_dict(),
+            "n_train": int(self.n_train_),
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> LLMClassifier:
+        """Restore :meth:`get_state` output (the inverse of fitting)."""
+        self.classes_ = np.array([str(c) for c in state["classes"]])
+        self.prompt_ = PromptTemplate.from_dict(state["prompt"])
+        self.n_train_ = int(state["n_train"])
+        return self
+
+
+def _first(failures: Sequence[LLMError], reason: str) -> int:
+    return next(i for i, f in enumerate(failures) if f.reason_code == reason)
+
+
+# --------------------------------------------------------------------------- CLI helper
+
+
+def configure_from_cli(
+    texts: Sequence[str],
+    labels: Sequence[str],
+    *,
+    model: str,
+    api_base: str | None = None,
+    api_key_env: str | None = None,
+    prompt_path: str | os.PathLike[str] | None = None,
+    mode: str = "tools",
+    confidence: str = "verbalized",
+    n_samples: int = 5,
+    max_concurrency: int = 16,
+    timeout: float | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    n_examples_per_label: int = 0,
+    seed: int = 0,
+) -> LLMClassifier:
+    """Configure and fit an :class:`LLMClassifier` for ``hybridroute train --classifier llm``.
+
+    Fitting records the label set of the training split (and draws few-shot examples);
+    it makes no request. ``prompt_path`` is a JSON or YAML prompt template (see
+    :meth:`PromptTemplate.from_file`).
+
+    Raises
+    ------
+    UserInputError
+        A malformed prompt file (``SpecError``, naming file and field) or option.
+    """
+    from ..exceptions import SpecError
+
+    prompt = PromptTemplate.from_file(prompt_path) if prompt_path is not None else None
+    retry = RetrySettings(timeout=timeout) if timeout is not None else None
+    try:
+        clf = LLMClassifier(
+            model,
+            api_base=api_base,
+            api_key_env=api_key_env,
+            prompt=prompt,
+            retry=retry,
+            mode=mode,
+            confidence=confidence,
+            n_samples=n_samples,
+            max_concurrency=max_concurrency,
+            cache_dir=None if cache_dir is None else str(Path(cache_dir)),
+            n_examples_per_label=n_examples_per_label,
+            seed=seed,
+        )
+        return clf.fit(texts, labels)
+    except ValueError as exc:
+        raise SpecError(f"--classifier llm: {exc}") from None

@@ -1,0 +1,198 @@
+"""``hybridroute evaluate``: score a classifier or a router on a labelled set."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ..exceptions import UserInputError
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return "–" if not math.isfinite(v) else f"{v:.4f}"
+    if isinstance(v, list) and len(v) == 2:
+        return f"[{_fmt(v[0])}, {_fmt(v[1])}]"
+    return str(v)
+
+
+def evaluate(
+    dataset: str = typer.Option(
+        ..., "--dataset", help="banking77, clinc150, support-tickets, csv:PATH, jsonl:PATH."
+    ),
+    split: str = typer.Option("test", "--split", help="Split to evaluate on."),
+    model: Path | None = typer.Option(None, "--model", help="Saved classifier directory."),
+    router: Path | None = typer.Option(None, "--router", help="Router bundle directory."),
+    policy: Path | None = typer.Option(
+        None, "--policy", help="Fitted policy (with --model): adds selective metrics."
+    ),
+    oos: str = typer.Option(
+        "label", "--oos", help="clinc150: keep out-of-scope rows as a label, or drop them."
+    ),
+    report: Path | None = typer.Option(
+        None, "--report", help="Write JSON, Markdown, HTML (with plots) and errors here."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap intervals."),
+    n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples."),
+    track: bool = typer.Option(True, "--track/--no-track", help="Log the run to MLflow."),
+    tracking_uri: str | None = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking URI (default: ./mlflow.db)."
+    ),
+    experiment: str = typer.Option(
+        "hybridroute-evaluate", "--experiment", help="MLflow experiment name."
+    ),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="Directory of public sets."),
+    as_json: bool = typer.Option(False, "--json", help="Print the headline metrics as JSON."),
+) -> None:
+    """Evaluate a classifier (--model, optionally with --policy) or a router (--router)."""
+    import warnings
+
+    from ..datasets import load_dataset
+    from ..evaluation import evaluate_classifier, evaluate_router, write_report
+
+    if (model is None) == (router is None):
+        raise typer.BadParameter(
+            "give exactly one of --model DIR or --router DIR", param_hint="--model/--router"
+        )
+    if oos not in ("label", "drop"):
+        raise typer.BadParameter("must be 'label' or 'drop'", param_hint="--oos")
+    options: dict[str, Any] = {}
+    if data_dir is not None:
+        options["data_dir"] = data_dir
+    if dataset == "clinc150":
+        options["oos"] = oos
+    ds = load_dataset(dataset, **options)
+    if split not in ds.splits:
+        raise UserInputError(
+            f"{ds.name} has no split {split!r} (splits: {', '.join(ds.splits) or 'none'})"
+        )
+    part = ds.split(split)
+    policy_obj = None
+    params: dict[str, Any] = {"dataset": dataset, "split": split, "seed": seed, "n_boot": n_boot}
+    tags: dict[str, Any] = {
+        "hybridroute.dataset_fingerprint": ds.fingerprint,
+        "hybridroute.split_fingerprint": part.fingerprint,
+    }
+    if router is not None:
+        from ..router import load_router
+
+        r = load_router(router)
+        result = evaluate_router(r, part, n_boot=n_boot, seed=seed)
+        policy_obj = r.policy
+        params.update(router=str(router))
+        tags.update({"hybridroute.router": r.name, "hybridroute.router_version": r.version})
+        title = f"{r.name} {r.version} on {ds.name}/{split}"
+    else:
+        from ..calibration import Policy
+        from ..classifiers import load_classifier
+
+        clf = load_classifier(model)  # type: ignore[arg-type]
+        if policy is not None:
+            policy_obj = Policy.load(policy)
+        result = evaluate_classifier(
+            clf, part.texts, part.y, policy=policy_obj, n_boot=n_boot, seed=seed
+        )
+        params.update(
+            model=str(model),
+            classifier=getattr(clf, "kind", "?"),
+            policy=str(policy) if policy else None,
+        )
+        tags.update(
+            {"hybridroute.model_training_fingerprint": getattr(clf, "training_fingerprint_", None)}
+        )
+        title = f"{getattr(clf, 'kind', 'classifier')} classifier on {ds.name}/{split}"
+    result["dataset"] = ds.name
+    result["split"] = split
+    result["dataset_fingerprint"] = ds.fingerprint
+    if policy_obj is not None and (policy_obj.calibration_data or {}).get("label_counts"):
+        mix = policy_obj.check_label_mix(part.y)
+        result["label_mix"] = mix.to_dict() if hasattr(mix, "to_dict") else dict(vars(mix))
+        if getattr(mix, "departs", False):
+            warnings.warn(
+                f"the label mix of {ds.name}/{split} departs markedly from the policy's calibration data; "
+                "its certified threshold holds only for traffic like its calibration data",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+    files = write_report(result, report, title=title) if report is not None else None
+    run_id = None
+    tracker = None
+    if track:
+        from ..tracking import Tracker, log_evaluation
+
+        tracker = Tracker(tracking_uri, experiment=experiment)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracker's own one-time warning is echoed below
+            run_id = log_evaluation(
+                tracker,
+                result,
+                run_name=title,
+                params=params,
+                tags=tags,
+                report_dir=report,
+                policy_path=policy if model is not None else None,
+            )
+        if tracker.warning:
+            typer.echo(f"warning: {tracker.warning}", err=True)
+    keys = (
+        "n",
+        "accuracy",
+        "accuracy_ci",
+        "macro_f1",
+        "macro_f1_ci",
+        "ece",
+        "aurc",
+        "coverage",
+        "selective_precision",
+        "next_step_accuracy",
+        "next_step_accuracy_ci",
+        "abstention_rate",
+        "decisions_by_stage",
+        "abstentions_by_reason",
+        "latency",
+        "usage",
+        "label_mix",
+        "dataset",
+        "split",
+        "dataset_fingerprint",
+        "mode",
+    )
+    out = {k: result.get(k) for k in keys if k in result}
+    out["report"] = {k: str(v) for k, v in files.items()} if files else None
+    out["mlflow_run_id"] = run_id
+    if as_json:
+        typer.echo(json.dumps(out, indent=2, ensure_ascii=False, default=str))
+        return
+    typer.echo(title)
+    for k in (
+        "n",
+        "accuracy",
+        "accuracy_ci",
+        "macro_f1",
+        "ece",
+        "aurc",
+        "coverage",
+        "selective_precision",
+        "next_step_accuracy",
+        "next_step_accuracy_ci",
+        "abstention_rate",
+    ):
+        if out.get(k) is not None:
+            typer.echo(f"  {k:<24} {_fmt(out[k])}")
+    if out.get("decisions_by_stage"):
+        typer.echo(f"  {'decisions by stage':<24} {out['decisions_by_stage']}")
+    if files:
+        typer.echo(f"  report: {files['html']}")
+    if run_id and tracker is not None:
+        typer.echo(f"  mlflow: {tracker.run_url(run_id)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Register ``evaluate`` on ``app``."""
+    app.command("evaluate")(evaluate)

@@ -1,0 +1,54 @@
+"""Evaluation on labelled sets: metrics with bootstrap intervals, paired comparisons, reports.
+
+* :func:`evaluate_classifier` / :func:`evaluate_router` -- one :class:`Evaluation` each.
+* :func:`compare` -- a paired comparison of two evaluations of the same set (McNemar's
+  exact test and a paired bootstrap of the accuracy difference).
+* :func:`write_report` -- JSON, Markdown, a self-contained HTML page with plots, and an
+  errors file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._evaluate import Evaluation, evaluate_classifier, evaluate_router
+from ._report import write_report
+from ._stats import bootstrap_ci, macro_f1, mcnemar, paired_bootstrap
+
+__all__ = [
+    "Evaluation",
+    "bootstrap_ci",
+    "compare",
+    "evaluate_classifier",
+    "evaluate_router",
+    "macro_f1",
+    "mcnemar",
+    "paired_bootstrap",
+    "write_report",
+]
+
+
+def compare(a: Evaluation, b: Evaluation, *, key: str = "correct", seed: int = 0) -> dict[str, Any]:
+    """Paired comparison of two evaluations of the same items (in the same order).
+
+    ``key`` is the per-item correctness to compare: ``correct`` (intent label) or
+    ``next_step_correct``. Items either evaluation did not score are left out.
+    """
+    ra, rb = a.rows, b.rows
+    if len(ra) != len(rb) or any(x["text"] != y["text"] for x, y in zip(ra, rb, strict=True)):
+        raise ValueError("the two evaluations are not of the same items in the same order")
+    pairs = [
+        (x[key], y[key])
+        for x, y in zip(ra, rb, strict=True)
+        if x.get(key) is not None and y.get(key) is not None
+    ]
+    ca = [bool(p[0]) for p in pairs]
+    cb = [bool(p[1]) for p in pairs]
+    return {
+        "n": len(pairs),
+        "key": key,
+        "accuracy_a": sum(ca) / len(ca) if ca else None,
+        "accuracy_b": sum(cb) / len(cb) if cb else None,
+        "mcnemar": mcnemar(ca, cb),
+        "paired_bootstrap": paired_bootstrap(ca, cb, seed=seed),
+    }

@@ -1,0 +1,131 @@
+"""Keeping secrets out of the decision log.
+
+Two mechanisms, applied to every record before it is written:
+
+* **Declared sensitive facts** (an email, a customer id) are replaced by a salted
+  HMAC-SHA-256 (``"hmac-sha256:<hex>"``). The salt is given by the caller (or the
+  ``HYBRIDROUTE_LOG_SALT`` environment variable) and never stored with the log, so the
+  hashes can be joined across records without revealing the value.
+* **Credentials never reach the log**: values under credential-like keys (``api_key``,
+  ``token``, ``password``, ``secret``, ``authorization``...), strings shaped like common
+  provider keys (``sk-...``, ``AKIA...``, ``ghp_...``, ``xox?-...``, ``Bearer ...``), and the
+  exact values of credential-like environment variables are replaced by ``[REDACTED]``
+  wherever they appear, free text included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..contracts import canonical_json
+from ..exceptions import UserInputError
+
+__all__ = ["REDACTED", "Redactor"]
+
+REDACTED = "[REDACTED]"
+
+_SECRET_KEY_RE = re.compile(
+    r"(api[_-]?key|apikey|secret|token|passw(or)?d|authorization|auth[_-]?header|credential|private[_-]?key)",
+    re.IGNORECASE,
+)
+_SECRET_VALUE_RE = re.compile(
+    r"""(
+        sk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}   # OpenAI / Anthropic style
+      | AKIA[0-9A-Z]{16}                                  # AWS access key id
+      | gh[pousr]_[A-Za-z0-9]{30,}                        # GitHub tokens
+      | xox[abprs]-[A-Za-z0-9\-]{10,}                     # Slack tokens
+      | AIza[0-9A-Za-z_\-]{35}                            # Google API keys
+      | (?i:bearer)\s+[A-Za-z0-9._\-+/=]{16,}              # bearer tokens
+    )""",
+    re.VERBOSE,
+)
+_ENV_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+_MIN_ENV_SECRET = 8
+
+
+class Redactor:
+    """Hashes declared sensitive facts and scrubs credentials from a record.
+
+    Parameters
+    ----------
+    sensitive_fields : iterable of str
+        Fact names whose values are stored as salted hashes.
+    salt : str or bytes, optional
+        Required when ``sensitive_fields`` is not empty; defaults to the
+        ``HYBRIDROUTE_LOG_SALT`` environment variable. Never written to the log.
+    """
+
+    def __init__(
+        self, sensitive_fields: Iterable[str] = (), salt: str | bytes | None = None
+    ) -> None:
+        self.sensitive_fields = frozenset(sensitive_fields)
+        if salt is None:
+            salt = os.environ.get("HYBRIDROUTE_LOG_SALT")
+        if self.sensitive_fields and not salt:
+            raise UserInputError(
+                "sensitive fields "
+                + ", ".join(sorted(self.sensitive_fields))
+                + " are declared but no salt is given (pass salt= or set HYBRIDROUTE_LOG_SALT)"
+            )
+        self._salt = salt.encode("utf-8") if isinstance(salt, str) else (salt or b"")
+        self._env_secrets = sorted(
+            {
+                v
+                for k, v in os.environ.items()
+                if _ENV_NAME_RE.search(k)
+                and len(v) >= _MIN_ENV_SECRET
+                and k != "HYBRIDROUTE_LOG_SALT"
+            }
+            | ({self._salt.decode("utf-8", "replace")} if self._salt else set()),
+            key=len,
+            reverse=True,
+        )
+
+    def hash_value(self, value: Any) -> str:
+        """Salted HMAC-SHA-256 of a fact value's canonical JSON."""
+        digest = hmac.new(self._salt, canonical_json(value).encode("utf-8"), hashlib.sha256)
+        return "hmac-sha256:" + digest.hexdigest()
+
+    def scrub_text(self, text: str) -> str:
+        """Replace credential-shaped substrings and credential env values in ``text``."""
+        for secret in self._env_secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return _SECRET_VALUE_RE.sub(REDACTED, text)
+
+    def _scrub(self, value: Any, key: str | None = None) -> Any:
+        if key is not None and _SECRET_KEY_RE.search(key) and value is not None:
+            return REDACTED
+        if isinstance(value, str):
+            return self.scrub_text(value)
+        if isinstance(value, Mapping):
+            return {k: self._scrub(v, str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._scrub(v) for v in value]
+        return value
+
+    def apply(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A redacted copy of a decision record (``Decision.to_dict()`` shape)."""
+        out = dict(record)
+        snap = dict(out.get("input_snapshot") or {})
+        facts = snap.get("facts")
+        hashed = []
+        if isinstance(facts, Mapping) and self.sensitive_fields:
+            facts = dict(facts)
+            for name in sorted(self.sensitive_fields & set(facts)):
+                if facts[name] is not None:
+                    facts[name] = self.hash_value(facts[name])
+                    hashed.append(name)
+            snap["facts"] = facts
+        out["input_snapshot"] = self._scrub(snap)
+        out["detail"] = self._scrub(out.get("detail") or {})
+        if hashed:
+            detail = dict(out["detail"])
+            detail["hashed_facts"] = hashed
+            out["detail"] = detail
+        return out

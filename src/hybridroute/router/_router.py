@@ -1,0 +1,422 @@
+"""``HybridRouter``: rules, then the classifier, then the fitted policy, then evidence.
+
+One decision, step by step:
+
+1. the facts are validated against the rule set's schema (a bad fact is the caller's
+   mistake: :class:`~hybridroute.exceptions.FactsError`);
+2. the rules run first; the first that fires decides (``stage="rule"``). Rules read
+   facts only, so nothing in the text can get past them;
+3. otherwise the classifier ranks the closed label set. A classifier failure or
+   abstention becomes a ``fallback`` decision with its reason code (``strict=True``
+   raises instead);
+4. the fitted policy turns the ranking into auto-route (``stage="model"``), ask the user,
+   human review or out of scope (``stage="policy"``);
+5. an auto-routed item that came with evidence is answered only if the evidence is
+   complete under the policy's per-source thresholds.
+
+The model's answer can only ever select one of ``allowed_destinations``: the intent
+destinations the label map declares plus the policy's ask-user / human-review exits.
+Every decision records the classifier's full ranking (raw scores), so a logged decision
+can be replayed through another policy without the classifier (:meth:`HybridRouter.replay`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..classifiers._base import IntentClassifier, RankedLabels
+from ..contracts import Decision, ReasonCode, Stage, hash_canonical
+from ..exceptions import ClassifierError, FactsError, RuleSetError, UndeclaredValueError
+from ..rules import RuleSet
+
+__all__ = ["HybridRouter", "RouteItem"]
+
+_RULE = Stage.RULE.value
+_MODEL = Stage.MODEL.value
+_POLICY = Stage.POLICY.value
+_FALLBACK = Stage.FALLBACK.value
+
+RouteItem = Mapping[str, Any]  # {"facts": {...}, "text": "...", "evidence": {...}?, "id": ...?}
+
+
+class HybridRouter:
+    """Rules -> classifier -> fitted policy -> evidence check -> :class:`Decision`.
+
+    Parameters
+    ----------
+    rules : RuleSet
+        Run first; the first rule that fires decides. The rule set's default exit is used
+        only when there is no text to classify.
+    classifier : IntentClassifier
+        A fitted classifier over the label set.
+    policy : hybridroute.calibration.Policy
+        The fitted thresholds (never literals); its ``classes`` must equal the
+        classifier's ``classes_``.
+    destinations : mapping, optional
+        Intent label -> destination. By default each label that is a declared intent
+        destination of the rule set maps to itself. Every label except the out-of-scope
+        label must map to a declared destination.
+    name, version : str
+        Written into every decision.
+    oos_label : str, optional
+        The label that means out of scope (default: the one the policy recorded).
+    oos_destination : str
+        Where out-of-scope items go (``human_review`` unless declared otherwise).
+    fallback_destination : str
+        Where classifier failures and abstentions go.
+    strict : bool
+        Raise classifier failures instead of returning fallback decisions.
+    """
+
+    def __init__(
+        self,
+        *,
+        rules: RuleSet,
+        classifier: IntentClassifier,
+        policy: Any,
+        destinations: Mapping[str, str] | None = None,
+        name: str = "router",
+        version: str = "0",
+        oos_label: str | None = None,
+        oos_destination: str = "human_review",
+        fallback_destination: str = "human_review",
+        strict: bool = False,
+    ) -> None:
+        self.rules = rules
+        self.classifier = classifier
+        self.policy = policy
+        self.name = str(name)
+        self.version = str(version)
+        self.strict = bool(strict)
+        classes = tuple(str(c) for c in getattr(classifier, "classes_", ()))
+        if not classes:
+            raise RuleSetError("the router's classifier is not fitted (it has no classes_)")
+        if tuple(policy.classes) != classes:
+            raise RuleSetError(
+                "the policy was fitted for another label set than the classifier's "
+                f"({len(policy.classes)} vs {len(classes)} labels)"
+            )
+        self.classes = classes
+        if oos_label is None:
+            oos_label = (policy.calibration_data or {}).get("out_of_scope_label")
+        self.oos_label = oos_label
+        vocab = rules.vocabulary
+        mapping: dict[str, str] = {}
+        given = dict(destinations or {})
+        unknown = set(given) - set(classes)
+        if unknown:
+            raise RuleSetError(
+                f"destination map names labels the classifier does not have: {sorted(unknown)}"
+            )
+        for label in classes:
+            if label == oos_label:
+                continue
+            dest = given.get(label, label)
+            try:
+                vocab.check_destination(dest)
+            except UndeclaredValueError:
+                raise RuleSetError(
+                    f"label {label!r} maps to {dest!r}, which is not a declared destination "
+                    "(declare it under 'destinations' in the rules file, or map the label)"
+                ) from None
+            mapping[label] = dest
+        for exit_ in (oos_destination, fallback_destination):
+            vocab.check_destination(exit_)
+        self.destinations = mapping
+        self.oos_destination = oos_destination
+        self.fallback_destination = fallback_destination
+        fallbacks = ("ask_user", "human_review", oos_destination, fallback_destination, "answer")
+        self.model_destinations: tuple[str, ...] = tuple(
+            dict.fromkeys([*sorted(set(mapping.values())), *fallbacks])
+        )
+
+    # ------------------------------------------------------------------ routing
+    def route(
+        self,
+        facts: Mapping[str, Any] | None,
+        text: str | None = None,
+        *,
+        evidence: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """Route one item."""
+        return self.route_many([{"facts": facts, "text": text, "evidence": evidence}])[0]
+
+    def route_many(self, items: Iterable[RouteItem]) -> list[Decision]:
+        """Route a batch: rules per item, one classifier call for the items that need it."""
+        prepared = [self._prepare(item) for item in items]
+        pending = [i for i, p in enumerate(prepared) if p["decision"] is None]
+        if pending:
+            ranked = self._rank([prepared[i]["text"] for i in pending])
+            for i, r in zip(pending, ranked, strict=True):
+                prepared[i]["decision"] = self._from_ranked(prepared[i], r)
+        return [p["decision"] for p in prepared]
+
+    async def aroute(
+        self,
+        facts: Mapping[str, Any] | None,
+        text: str | None = None,
+        *,
+        evidence: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """Async :meth:`route` (the classifier runs off the event loop, or natively async)."""
+        return (await self.aroute_many([{"facts": facts, "text": text, "evidence": evidence}]))[0]
+
+    async def aroute_many(self, items: Iterable[RouteItem]) -> list[Decision]:
+        """Async :meth:`route_many`."""
+        prepared = [self._prepare(item) for item in items]
+        pending = [i for i, p in enumerate(prepared) if p["decision"] is None]
+        if pending:
+            texts = [prepared[i]["text"] for i in pending]
+            arank = getattr(self.classifier, "arank", None)
+            if arank is not None:
+                try:
+                    ranked = await arank(texts, k=len(self.classes))
+                except Exception as exc:
+                    if self.strict:
+                        raise
+                    ranked = [
+                        RankedLabels(labels=(), scores=(), abstain_reason=_failure_code(exc))
+                    ] * len(texts)
+            else:
+                ranked = await asyncio.to_thread(self._rank, texts)
+            for i, r in zip(pending, ranked, strict=True):
+                prepared[i]["decision"] = self._from_ranked(prepared[i], r)
+        return [p["decision"] for p in prepared]
+
+    # ------------------------------------------------------------------ replay
+    def replay(self, record: Mapping[str, Any], *, rescore: bool = False) -> Decision:
+        """Re-decide a logged record with this router.
+
+        The logged input snapshot (facts and text) goes through this router's rules; if no
+        rule fires, the classifier's recorded ranking is put through this router's policy
+        (pure policy replay) -- or, with ``rescore=True`` or when the record has no
+        ranking, the classifier scores the text again.
+        """
+        snap = record.get("input_snapshot") or {}
+        item = {
+            "facts": snap.get("facts"),
+            "text": snap.get("text"),
+            "evidence": snap.get("evidence"),
+        }
+        prepared = self._prepare(item)
+        if prepared["decision"] is not None:
+            return prepared["decision"]
+        ranked = None if rescore else _recorded_ranking(record)
+        if ranked is None:
+            ranked = self._rank([prepared["text"]])[0]
+        return self._from_ranked(prepared, ranked)
+
+    # ------------------------------------------------------------------ internals
+    def _prepare(self, item: RouteItem) -> dict[str, Any]:
+        if not isinstance(item, Mapping):
+            raise TypeError(
+                f"a route item is a mapping with 'facts' and 'text', got {type(item).__name__}"
+            )
+        valid = self.rules.validate_facts(item.get("facts"))
+        text = item.get("text")
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        snapshot: dict[str, Any] = {"facts": valid}
+        if text is not None:
+            snapshot["text"] = text
+        evidence = item.get("evidence")
+        if evidence is not None:
+            snapshot["evidence"] = _plain_evidence(evidence)
+        digest = hash_canonical(snapshot)
+        prepared: dict[str, Any] = {
+            "snapshot": snapshot,
+            "hash": digest,
+            "text": text,
+            "decision": None,
+        }
+        found = self.rules.match(valid)
+        if found is None and (text is None or not text.strip()):
+            found = self.rules.evaluate(valid)  # nothing to classify: the rules' default exit
+        if found is not None:
+            prepared["decision"] = Decision(
+                router=self.name,
+                router_version=self.version,
+                stage=_RULE,
+                input_snapshot=snapshot,
+                snapshot_hash=digest,
+                allowed_destinations=(found.destination,),
+                selected_destination=found.destination,
+                reason_code=found.reason_code,
+                rule_id=found.rule_id,
+                detail=found.detail,
+            )
+        return prepared
+
+    def _rank(self, texts: Sequence[str]) -> list[RankedLabels]:
+        try:
+            ranked = self.classifier.rank(texts, k=len(self.classes))
+        except Exception as exc:
+            if self.strict:
+                raise
+            code = _failure_code(exc)
+            return [RankedLabels(labels=(), scores=(), abstain_reason=code)] * len(texts)
+        if len(ranked) != len(texts):
+            raise ClassifierError(
+                f"classifier returned {len(ranked)} rankings for {len(texts)} texts"
+            )
+        return list(ranked)
+
+    def _fallback(self, prepared: dict[str, Any], reason: str, detail: dict[str, Any]) -> Decision:
+        return Decision(
+            router=self.name,
+            router_version=self.version,
+            stage=_FALLBACK,
+            input_snapshot=prepared["snapshot"],
+            snapshot_hash=prepared["hash"],
+            allowed_destinations=self.model_destinations,
+            selected_destination=self.fallback_destination,
+            reason_code=reason,
+            detail=detail,
+        )
+
+    def _from_ranked(self, prepared: dict[str, Any], ranked: RankedLabels) -> Decision:
+        ranking = {"labels": list(ranked.labels), "scores": list(ranked.scores)}
+        if ranked.abstained or not ranked.labels:
+            if self.strict:
+                raise ClassifierError(f"classifier abstained: {ranked.abstain_reason}")
+            reason = ranked.abstain_reason or ReasonCode.CLASSIFIER_ERROR.value
+            detail: dict[str, Any] = {"classifier": ranking}
+            if ranked.usage:
+                detail["usage"] = dict(ranked.usage)
+            return self._fallback(prepared, reason, detail)
+        try:
+            outcome = self.policy.apply(ranked)
+        except (ValueError, UndeclaredValueError) as exc:
+            if self.strict:
+                raise
+            return self._fallback(
+                prepared,
+                ReasonCode.CLASSIFIER_ERROR.value,
+                {"classifier": ranking, "error": str(exc)[:300]},
+            )
+        detail = {
+            "classifier": ranking,
+            "action": outcome.action,
+            "threshold_name": outcome.threshold_name,
+        }
+        if outcome.oos_score is not None:
+            detail["oos_score"] = outcome.oos_score
+        if ranked.usage:
+            detail["usage"] = dict(ranked.usage)
+        common = dict(
+            router=self.name,
+            router_version=self.version,
+            input_snapshot=prepared["snapshot"],
+            snapshot_hash=prepared["hash"],
+            allowed_destinations=self.model_destinations,
+            label=outcome.label,
+            confidence=outcome.confidence,
+            threshold=_threshold_value(outcome.threshold),
+            margin=outcome.margin,
+        )
+        action = outcome.action
+        if action == "auto_route" and outcome.label == self.oos_label:
+            action = "out_of_scope"
+        if action == "out_of_scope":
+            return Decision(
+                stage=_POLICY,
+                selected_destination=self.oos_destination,
+                reason_code=ReasonCode.OUT_OF_SCOPE.value,
+                detail=detail,
+                **common,
+            )
+        if action in ("ask_user", "human_review"):
+            return Decision(
+                stage=_POLICY,
+                selected_destination=action,
+                reason_code=outcome.reason_code,
+                detail=detail,
+                **common,
+            )
+        destination = self.destinations[outcome.label]
+        evidence = prepared["snapshot"].get("evidence")
+        if evidence is not None and self.policy.evidence_thresholds:
+            result = self.policy.check_evidence(
+                evidence.get("required_points", ()), evidence.get("items", ())
+            )
+            detail["evidence"] = {
+                "required_points": list(result.required_points),
+                "covered_points": list(result.covered_points),
+                "missing_points": list(result.missing_points),
+            }
+            if result.evidence_complete:
+                return Decision(
+                    stage=_POLICY,
+                    selected_destination="answer",
+                    reason_code=ReasonCode.EVIDENCE_COMPLETE.value,
+                    evidence_ids=tuple(result.evidence_ids),
+                    detail=detail,
+                    **common,
+                )
+        return Decision(
+            stage=_MODEL,
+            selected_destination=destination,
+            reason_code=outcome.reason_code,
+            detail=detail,
+            **common,
+        )
+
+    def save(self, path: str, *, overwrite: bool = False) -> Any:
+        """Write this router as a bundle directory (see :func:`save_router`)."""
+        from ._bundle import save_router
+
+        return save_router(self, path, overwrite=overwrite)
+
+    @classmethod
+    def load(cls, path: str, *, strict: bool = False) -> HybridRouter:
+        """Load a router bundle (see :func:`load_router`)."""
+        from ._bundle import load_router
+
+        return load_router(path, strict=strict)
+
+    def __repr__(self) -> str:
+        return f"HybridRouter(name={self.name!r}, version={self.version!r}, labels={len(self.classes)})"
+
+
+def _threshold_value(thr: Any) -> float | None:
+    # None / inf: the threshold lets nothing through (an uncertified policy).
+    if isinstance(thr, (int, float)) and math.isfinite(thr):
+        return float(thr)
+    return None
+
+
+def _failure_code(exc: BaseException) -> str:
+    code = getattr(exc, "reason_code", None)
+    return str(code) if code else ReasonCode.CLASSIFIER_ERROR.value
+
+
+def _recorded_ranking(record: Mapping[str, Any]) -> RankedLabels | None:
+    ranking = (record.get("detail") or {}).get("classifier")
+    if not ranking or not ranking.get("labels"):
+        return None
+    return RankedLabels(
+        labels=tuple(ranking["labels"]), scores=tuple(float(s) for s in ranking["scores"])
+    )
+
+
+def _plain_evidence(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    from ..calibration import EvidenceItem
+
+    if not isinstance(evidence, Mapping):
+        raise FactsError("evidence must be a mapping with 'required_points' and 'items'")
+    points = evidence.get("required_points", ())
+    if isinstance(points, str) or not all(isinstance(p, str) for p in points):
+        raise FactsError("evidence 'required_points' must be a list of strings")
+    items = []
+    for pos, it in enumerate(evidence.get("items", ())):
+        try:
+            item = EvidenceItem.coerce(it)
+        except (ValueError, TypeError) as exc:
+            raise FactsError(f"evidence item #{pos + 1}: {exc}") from None
+        items.append(
+            {"id": item.id, "point": item.point, "source": item.source, "score": item.score}
+        )
+    return {"required_points": list(points), "items": items}

@@ -1,0 +1,30 @@
+"""MLflow tracking: runs with parameters, metrics, plots, reports, the policy artifact and
+data fingerprints; routers as pyfunc models. The only part of hybridroute that imports
+mlflow, and it does so lazily: importing this package does not import mlflow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._runs import log_evaluation
+from ._tracker import Tracker, code_revision, default_tracking_uri
+
+__all__ = [
+    "RouterModel",
+    "Tracker",
+    "code_revision",
+    "default_tracking_uri",
+    "log_evaluation",
+    "log_router_model",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("RouterModel", "log_router_model"):
+        from . import _pyfunc
+
+        value = getattr(_pyfunc, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,54 @@
+"""What one evaluation run logs to MLflow."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ._tracker import Tracker, code_revision
+
+__all__ = ["log_evaluation"]
+
+
+def log_evaluation(
+    tracker: Tracker,
+    evaluation: Mapping[str, Any],
+    *,
+    run_name: str,
+    params: Mapping[str, Any] | None = None,
+    tags: Mapping[str, Any] | None = None,
+    report_dir: str | Path | None = None,
+    policy_path: str | Path | None = None,
+    router_bundle: str | Path | None = None,
+    nested: bool = False,
+) -> str | None:
+    """Log an evaluation as one run: params, metrics, tags, report, plots, errors, policy.
+
+    Tags always include the code revision; pass the dataset fingerprint and router
+    version in ``tags``. With ``router_bundle`` the router is also logged as a pyfunc model.
+    Returns the run id, or ``None`` when tracking is off or unreachable.
+    """
+    all_tags = {
+        "hybridroute.code_revision": code_revision(),
+        **{k: v for k, v in (tags or {}).items() if v is not None},
+    }
+    metrics = evaluation.metrics() if hasattr(evaluation, "metrics") else {}
+    with tracker.run(
+        run_name, nested=nested, tags={k: str(v) for k, v in all_tags.items()}
+    ) as run_id:
+        if run_id is None:
+            return None
+        tracker.log_params(dict(params or {}))
+        tracker.log_metrics(metrics)
+        summary = {k: v for k, v in evaluation.items() if k not in ("items", "confusion")}
+        tracker.log_dict(summary, "evaluation/summary.json")
+        if report_dir is not None:
+            tracker.log_artifacts(report_dir, "evaluation")
+        if policy_path is not None:
+            tracker.log_artifact(policy_path, "policy")
+        if router_bundle is not None and tracker.enabled:
+            from ._pyfunc import log_router_model
+
+            tracker._call("log_router_model", log_router_model, router_bundle)
+        return run_id

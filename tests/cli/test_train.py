@@ -1,0 +1,321 @@
+"""``hybridroute train``: local end to end on small files, llm/cascade configuration, errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridroute.classifiers import load_classifier
+from hybridroute.cli import main
+from hybridroute.datasets import load_dataset
+
+_INTENTS = {
+    "refund": ["refund", "money back", "reimburse me"],
+    "shipping": ["delivery", "parcel", "courier"],
+    "password": ["password", "log in", "locked out"],
+}
+_FILLER = "please i need help with my order today thanks hello can you tell me about".split()
+
+
+def _rows(splits: dict[str, int], seed: int = 0) -> list[dict[str, str]]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for split, n in splits.items():
+        for label, phrases in _INTENTS.items():
+            for _ in range(n):
+                words = list(rng.choice(_FILLER, size=4))
+                words.insert(int(rng.integers(0, 5)), str(rng.choice(phrases)))
+                rows.append({"text": " ".join(words), "label": label, "split": split})
+    return rows
+
+
+def _write_csv(path: Path, rows: list[dict[str, str]], split: bool = True) -> Path:
+    fields = ["text", "label", "split"] if split else ["text", "label"]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("data")
+    rows = _rows({"train": 20, "test": 8})
+    jsonl = d / "set.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return {
+        "csv": _write_csv(d / "set.csv", rows),
+        "jsonl": jsonl,
+        "val": _write_csv(d / "val.csv", _rows({"train": 20, "validation": 6, "test": 8})),
+        "nosplit": _write_csv(d / "nosplit.csv", _rows({"train": 20}), split=False),
+        "notrain": _write_csv(d / "notrain.csv", _rows({"test": 5})),
+    }
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_json(capsys, *args: str) -> dict:
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+# --------------------------------------------------------------------------- local
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_local_on_a_file_with_splits(files, tmp_path, capsys, kind) -> None:
+    out = tmp_path / "model"
+    report = run_json(
+        capsys, "train", "--dataset", f"{kind}:{files[kind]}", "--out", str(out), "--cs", "1,10"
+    )
+    assert report["classifier"] == "local"
+    assert report["n_train"] == 60
+    assert report["n_test"] == 24
+    assert report["evaluated"] is True
+    assert report["test_accuracy"] >= 0.9
+    assert 0.0 <= report["test_macro_f1"] <= 1.0
+    assert report["train_seconds"] > 0
+    assert report["validation"]["source"] == "carved from train"
+    assert report["C"] in (1.0, 10.0)
+    # The saved model loads, scores as reported, and records what it was trained on.
+    clf = load_classifier(out)
+    train = load_dataset(f"{kind}:{files[kind]}").split("train")
+    assert clf.training_fingerprint_ == train.fingerprint == report["training_fingerprint"]
+    assert clf.manifest_["metadata"]["test"]["test_accuracy"] == report["test_accuracy"]
+    test = load_dataset(f"{kind}:{files[kind]}").split("test")
+    accuracy = np.mean(np.array(clf.predict(test.texts)) == np.array(test.y))
+    assert accuracy == pytest.approx(report["test_accuracy"])
+
+
+def test_text_report(files, tmp_path, capsys) -> None:
+    code, out, err = run(
+        capsys, "train", "--dataset", f"csv:{files['csv']}", "--out", str(tmp_path / "m")
+    )
+    assert code == 0, err
+    assert "trained local on set: 60 rows, 3 labels" in out
+    assert "chosen on" in out and "carved from train" in out
+    assert "test: accuracy" in out and "macro-F1" in out and "on 24 rows" in out
+    assert f"saved to {tmp_path / 'm'}" in out
+
+
+def test_validation_split_is_used_for_c(files, tmp_path, capsys) -> None:
+    report = run_json(
+        capsys,
+        "train",
+        "--dataset",
+        f"csv:{files['val']}",
+        "--out",
+        str(tmp_path / "m"),
+        "--cs",
+        "1,10",
+    )
+    assert report["validation"]["source"] == "validation split"
+    assert report["validation"]["n_rows"] == 18
+    assert report["n_train"] == 60  # validation rows are not trained on
+
+
+def test_single_c_skips_the_search(files, tmp_path, capsys) -> None:
+    report = run_json(
+        capsys,
+        "train",
+        "--dataset",
+        f"csv:{files['csv']}",
+        "--out",
+        str(tmp_path / "m"),
+        "--cs",
+        "10",
+    )
+    assert report["C"] == 10.0
+    assert report["validation"]["n_rows"] == 0
+
+
+def test_no_splits_means_no_test_score(files, tmp_path, capsys) -> None:
+    report = run_json(
+        capsys,
+        "train",
+        "--dataset",
+        f"csv:{files['nosplit']}",
+        "--out",
+        str(tmp_path / "m"),
+        "--cs",
+        "10",
+    )
+    assert report["n_train"] == 60
+    assert report["test_accuracy"] is None
+    assert report["test_macro_f1"] is None
+    assert report["n_test"] == 0
+
+
+def test_same_seed_same_bytes(files, tmp_path, capsys) -> None:
+    args = ["train", "--dataset", f"csv:{files['csv']}", "--cs", "1,10", "--seed", "5"]
+    assert run(capsys, *args, "--out", str(tmp_path / "a"))[0] == 0
+    assert run(capsys, *args, "--out", str(tmp_path / "b"))[0] == 0
+    for name in ("arrays.npz", "vocabulary.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_calibration_split_is_carved_and_not_trained_on(files, tmp_path, capsys) -> None:
+    report = run_json(
+        capsys,
+        "train",
+        "--dataset",
+        f"csv:{files['csv']}",
+        "--out",
+        str(tmp_path / "m"),
+        "--cs",
+        "10",
+        "--calibration-fraction",
+        "0.25",
+        "--seed",
+        "3",
+    )
+    carved = load_dataset(f"csv:{files['csv']}").with_calibration_split(0.25, seed=3)
+    assert report["n_train"] == carved.splits["train"] < 60
+    assert report["training_fingerprint"] == carved.split("train").fingerprint
+    meta = load_classifier(tmp_path / "m").manifest_["metadata"]
+    assert meta["calibration_carved"]["n_rows"] == carved.splits["calibration"]
+
+
+def test_existing_out_needs_force(files, tmp_path, capsys) -> None:
+    out = tmp_path / "m"
+    args = ["train", "--dataset", f"csv:{files['csv']}", "--cs", "10", "--out", str(out)]
+    assert run(capsys, *args)[0] == 0
+    code, _, err = run(capsys, *args)
+    assert code == 2
+    assert "exists and is not empty" in err and "--force" in err and str(out) in err
+    assert run(capsys, *args, "--force")[0] == 0
+
+
+# --------------------------------------------------------------------------- llm, cascade
+
+
+def test_llm_is_configured_without_requests(files, tmp_path, capsys) -> None:
+    out = tmp_path / "llm"
+    report = run_json(
+        capsys,
+        "train",
+        "--dataset",
+        f"csv:{files['csv']}",
+        "--classifier",
+        "llm",
+        "--model",
+        "openai/stand-in",
+        "--api-base",
+        "http://127.0.0.1:9/v1",
+        "--out",
+        str(out),
+    )
+    assert report["classifier"] == "llm"
+    assert report["evaluated"] is False
+    assert report["test_accuracy"] is None
+    assert report["n_test"] == 24
+    clf = load_classifier(out)
+    assert clf.kind == "llm"
+    assert sorted(clf.classes_) == ["password", "refund", "shipping"]
+
+
+def test_cascade_saves_both_stages(files, tmp_path, capsys) -> None:
+    out = tmp_path / "cascade"
+    report = run_json(
+        capsys,
+        "train",
+        "--dataset",
+        f"csv:{files['csv']}",
+        "--classifier",
+        "cascade",
+        "--model",
+        "openai/stand-in",
+        "--api-base",
+        "http://127.0.0.1:9/v1",
+        "--escalate-below",
+        "0.5",
+        "--cs",
+        "10",
+        "--out",
+        str(out),
+    )
+    assert report["classifier"] == "cascade"
+    assert report["escalate_below"] == 0.5
+    clf = load_classifier(out)
+    assert clf.kind == "cascade"
+    assert clf.local.kind == "local" and clf.llm.kind == "llm"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--classifier", "cascade", "--model", "openai/x"], "needs --escalate-below"),
+        (["--classifier", "llm"], "need --model"),
+        (["--classifier", "cascade", "--escalate-below", "0.5"], "need --model"),
+        (["--cs", "1,abc"], "expected comma-separated numbers"),
+        (["--cs", "0"], "positive numbers"),
+        (["--calibration-fraction", "1.5"], "must be in [0, 1)"),
+        (["--classifier", "nope"], "nope"),
+    ],
+)
+def test_option_errors(files, tmp_path, capsys, extra, message) -> None:
+    code, _, err = run(
+        capsys, "train", "--dataset", f"csv:{files['csv']}", "--out", str(tmp_path / "m"), *extra
+    )
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize(
+    ("dataset", "extra", "message"),
+    [
+        ("notrain", [], "has no 'train' split"),
+        ("nosplit", ["--calibration-fraction", "0.2"], "has no splits"),
+    ],
+)
+def test_dataset_errors(files, tmp_path, capsys, dataset, extra, message) -> None:
+    code, _, err = run(
+        capsys,
+        "train",
+        "--dataset",
+        f"csv:{files[dataset]}",
+        "--out",
+        str(tmp_path / "m"),
+        *extra,
+    )
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1  # one line
+
+
+def test_missing_file_is_a_user_error(tmp_path, capsys) -> None:
+    code, _, err = run(
+        capsys, "train", "--dataset", f"csv:{tmp_path / 'none.csv'}", "--out", str(tmp_path / "m")
+    )
+    assert code == 2
+    assert "none.csv" in err
+
+
+def test_option_that_does_not_apply(files, tmp_path, capsys) -> None:
+    code, _, err = run(
+        capsys,
+        "train",
+        "--dataset",
+        f"csv:{files['csv']}",
+        "--oos",
+        "drop",
+        "--out",
+        str(tmp_path / "m"),
+    )
+    assert code == 2
+    assert "oos" in err

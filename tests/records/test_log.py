@@ -1,0 +1,199 @@
+"""The decision log: round trips, batching, crash safety, concurrent writers, redaction."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hybridroute.exceptions import ArtifactError, UserInputError
+from hybridroute.records import REDACTED, DecisionLog, Redactor
+from hybridroute.rules import load_rules
+
+EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "src" / "hybridroute" / "examples" / "support_rules.yaml"
+)
+RULES = load_rules(EXAMPLE)
+
+
+def decisions(n: int, offset: int = 0):
+    return [RULES.decide({"step": (i + offset) % 20, "amount": i + offset}) for i in range(n)]
+
+
+def test_round_trip_and_exports(tmp_path):
+    ds = decisions(25)
+    with DecisionLog(tmp_path / "log.sqlite", batch_size=10) as log:
+        log.extend(ds, item_ids=[f"t{i}" for i in range(25)])
+        assert log.count() == 20 and log.pending == 5
+    with DecisionLog(tmp_path / "log.sqlite") as log:
+        assert log.count() == 25
+        assert list(log.decisions()) == ds
+        assert log.meta()["schema_version"] == "1"
+        n = log.to_jsonl(tmp_path / "out.jsonl")
+        frame = log.to_frame()
+    lines = (tmp_path / "out.jsonl").read_text().splitlines()
+    assert n == len(lines) == 25
+    first = json.loads(lines[0])
+    assert first["item_id"] == "t0" and first["snapshot_hash"] == ds[0].snapshot_hash
+    assert list(frame["selected_destination"]) == [d.selected_destination for d in ds]
+    assert str(frame["logged_at"].dtype).startswith("datetime64")
+
+
+def test_wal_mode_and_integrity(tmp_path):
+    path = tmp_path / "log.sqlite"
+    with DecisionLog(path) as log:
+        log.extend(decisions(3))
+        assert log.integrity_check() == "ok"
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_newer_schema_and_non_log_files_are_refused(tmp_path):
+    path = tmp_path / "log.sqlite"
+    DecisionLog(path).close()
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(ArtifactError, match="schema version 99 is newer"):
+        DecisionLog(path)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(ArtifactError, match="not a usable decision log"):
+        DecisionLog(junk)
+
+
+WRITER = r"""
+import sys, time
+from hybridroute.records import DecisionLog
+from hybridroute.rules import load_rules
+rules = load_rules(sys.argv[1])
+log = DecisionLog(sys.argv[2], batch_size=int(sys.argv[3]))
+n = int(sys.argv[4]); tag = sys.argv[5]
+for i in range(n):
+    log.append(rules.decide({"step": i % 20, "amount": i}), item_id=f"{tag}-{i}")
+    if i and i % int(sys.argv[3]) == 0:
+        print(log.count(), flush=True)
+log.close()
+print("done", flush=True)
+"""
+
+
+def test_sigkill_mid_batch_loses_at_most_the_open_batch(tmp_path):
+    path = tmp_path / "log.sqlite"
+    batch = 1000
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(EXAMPLE), str(path), str(batch), "100000", "k"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    # wait until a few batches are committed, then kill without warning
+    seen = 0
+    while seen < 3000:
+        line = proc.stdout.readline()
+        assert line, "writer ended early"
+        seen = int(line)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with DecisionLog(path) as log:
+        assert log.integrity_check() == "ok"
+        n = log.count()
+        ids = [r["item_id"] for r in log.rows()]
+    assert n >= seen and n % batch == 0  # only whole batches, every committed one
+    assert ids == [f"k-{i}" for i in range(n)]
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path):
+    path = tmp_path / "log.sqlite"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(EXAMPLE), str(path), "50", "3000", tag],
+            stdout=subprocess.DEVNULL,
+        )
+        for tag in ("a", "b")
+    ]
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    with DecisionLog(path) as log:
+        ids = [r["item_id"] for r in log.rows()]
+    assert len(ids) == 6000
+    for tag in ("a", "b"):
+        mine = [i for i in ids if i.startswith(tag + "-")]
+        assert mine == [f"{tag}-{i}" for i in range(3000)]
+
+
+def test_sensitive_facts_are_salted_hashes_and_credentials_never_reach_the_file(
+    tmp_path, monkeypatch
+):
+    fake_key = "sk-test-" + "Zq9" * 12
+    monkeypatch.setenv("OPENAI_API_KEY", fake_key)
+    from hybridroute.contracts import Decision
+
+    decision = Decision(
+        router="r",
+        router_version="1",
+        stage="rule",
+        input_snapshot={
+            "facts": {"email": "ana@example.com", "api_key": "plain-secret-value-123", "amount": 3},
+            "text": f"my key is {fake_key} and also AKIA{'A' * 16}, please help",
+        },
+        allowed_destinations=("fail",),
+        selected_destination="fail",
+        reason_code="default_exit",
+        detail={"note": f"Bearer {'x' * 24}"},
+    )
+    path = tmp_path / "log.sqlite"
+    with DecisionLog(path, sensitive_fields=["email"], salt="pepper-1") as log:
+        log.append(decision)
+    with DecisionLog(path) as log:
+        rec = next(log.records())
+    facts = rec["input_snapshot"]["facts"]
+    assert facts["email"].startswith("hmac-sha256:")
+    assert facts["email"] == Redactor(["email"], salt="pepper-1").hash_value("ana@example.com")
+    assert facts["email"] != Redactor(["email"], salt="pepper-2").hash_value("ana@example.com")
+    assert facts["api_key"] == REDACTED
+    assert rec["snapshot_hash"] == decision.snapshot_hash
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    for secret in (
+        fake_key,
+        "plain-secret-value-123",
+        "AKIA" + "A" * 16,
+        "x" * 24,
+        "ana@example.com",
+        "pepper-1",
+    ):
+        assert secret.encode() not in raw
+
+
+def test_sensitive_fields_need_a_salt(monkeypatch, tmp_path):
+    monkeypatch.delenv("HYBRIDROUTE_LOG_SALT", raising=False)
+    with pytest.raises(UserInputError, match="no salt is given"):
+        DecisionLog(tmp_path / "x.sqlite", sensitive_fields=["email"])
+
+
+def test_failed_flush_keeps_the_batch(tmp_path):
+    log = DecisionLog(tmp_path / "log.sqlite", batch_size=100)
+    log.extend(decisions(5))
+    other = __import__("sqlite3").connect(tmp_path / "log.sqlite", timeout=0)
+    other.execute("BEGIN EXCLUSIVE")
+    log._conn.execute("PRAGMA busy_timeout = 50")
+    t0 = time.perf_counter()
+    with pytest.raises(Exception, match="locked"):
+        log.flush()
+    assert time.perf_counter() - t0 < 5
+    assert log.pending == 5
+    other.rollback()
+    other.close()
+    assert log.flush() == 5
+    log.close()
