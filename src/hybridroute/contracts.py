@@ -196,7 +196,11 @@ def _freeze(obj: Any) -> Any:
     if t is dict or isinstance(obj, Mapping):
         return MappingProxyType({k: _freeze(v) for k, v in obj.items()})
     if t is tuple or t is list:
-        return tuple(_freeze(v) for v in obj)
+        for v in obj:
+            tv = type(v)
+            if not (tv is str or tv is float or tv is int or tv is bool or v is None):
+                return tuple(_freeze(v) for v in obj)
+        return obj if t is tuple else tuple(obj)
     return obj
 
 

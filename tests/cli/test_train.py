@@ -319,3 +319,38 @@ def test_option_that_does_not_apply(files, tmp_path, capsys) -> None:
     )
     assert code == 2
     assert "oos" in err
+
+
+def test_llm_evaluate_scores_against_a_stand_in(files, tmp_path, capsys) -> None:
+    """--evaluate scores the LLM on the test split; an abstention counts as wrong."""
+    from hybridroute.testing import LabelMapPolicy, StandInLLM
+
+    test = load_dataset(f"csv:{files['csv']}").split("test")
+    answers = dict(zip(test.texts, test.y, strict=True))
+    texts = sorted(answers)
+    for text in texts[:2]:
+        answers[text] = "refund" if answers[text] != "refund" else "shipping"  # wrong
+    for text in texts[2:4]:
+        answers[text] = "not_a_label"  # out of set, also after the repair: abstention
+    predicted = [answers[t] for t in test.texts]
+    expected = np.mean([p == g for p, g in zip(predicted, test.y, strict=True)])
+    with StandInLLM(LabelMapPolicy(answers), labels=sorted(_INTENTS)) as server:
+        report = run_json(
+            capsys,
+            "train",
+            "--dataset",
+            f"csv:{files['csv']}",
+            "--classifier",
+            "llm",
+            "--model",
+            "openai/stand-in",
+            "--api-base",
+            server.api_base,
+            "--evaluate",
+            "--out",
+            str(tmp_path / "llm"),
+        )
+    assert report["evaluated"] is True
+    assert report["test_abstained"] == sum(p == "not_a_label" for p in predicted)
+    assert report["test_accuracy"] == pytest.approx(expected)
+    assert report["test_accuracy"] < 1.0

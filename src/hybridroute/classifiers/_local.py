@@ -549,6 +549,7 @@ class LocalClassifier(IntentClassifier):
 
         from sklearn.exceptions import ConvergenceWarning
         from sklearn.linear_model import LogisticRegression
+        from threadpoolctl import threadpool_limits
 
         model = LogisticRegression(
             C=1.0, max_iter=int(self.max_iter), tol=float(self.tol), warm_start=True
@@ -556,7 +557,11 @@ class LocalClassifier(IntentClassifier):
         out = []
         for c in cs:
             model.set_params(C=float(c))
-            with warnings.catch_warnings():
+            # One BLAS thread: the solver's heavy steps (sparse products, L-BFGS updates)
+            # are single-threaded anyway; extra BLAS threads only doubled the CPU time
+            # here, and thread counts change the last bits of the weights, which would
+            # make saved models differ between machines.
+            with warnings.catch_warnings(), threadpool_limits(limits=1):
                 # Recorded as n_iter instead; fit() warns once if the final model is short.
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 model.fit(x, y)

@@ -41,6 +41,7 @@ _COMMAND_MODULES = (
     "_router",
     "_records",
     "_evaluate",
+    "_experiment",
     "_demo",
 )
 

@@ -399,7 +399,7 @@ def train(
         "train_seconds": round(train_seconds, 3),
         "seed": seed,
     }
-    local = clf if classifier is ClassifierKind.local else getattr(clf, "local", None)
+    local: Any = clf if classifier is ClassifierKind.local else getattr(clf, "local", None)
     if local is not None and hasattr(local, "cv_results_"):
         cv = local.cv_results_
         report["C"] = float(local.C_)

@@ -73,6 +73,7 @@ class Redactor:
                 + " are declared but no salt is given (pass salt= or set HYBRIDROUTE_LOG_SALT)"
             )
         self._salt = salt.encode("utf-8") if isinstance(salt, str) else (salt or b"")
+        self._key_cache: dict[str, bool] = {}
         self._env_secrets = sorted(
             {
                 v
@@ -93,20 +94,33 @@ class Redactor:
 
     def scrub_text(self, text: str) -> str:
         """Replace credential-shaped substrings and credential env values in ``text``."""
+        if len(text) < _MIN_ENV_SECRET:
+            return text  # too short to hold any credential we look for
         for secret in self._env_secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         return _SECRET_VALUE_RE.sub(REDACTED, text)
 
+    def _secret_key(self, key: str) -> bool:
+        hit = self._key_cache.get(key)
+        if hit is None:
+            hit = self._key_cache[key] = bool(_SECRET_KEY_RE.search(key))
+        return hit
+
     def _scrub(self, value: Any, key: str | None = None) -> Any:
-        if key is not None and _SECRET_KEY_RE.search(key) and value is not None:
+        if key is not None and value is not None and self._secret_key(key):
             return REDACTED
-        if isinstance(value, str):
+        t = type(value)
+        if t is str:
             return self.scrub_text(value)
-        if isinstance(value, Mapping):
+        if value is None or t is int or t is float or t is bool:
+            return value
+        if t is dict or isinstance(value, Mapping):
             return {k: self._scrub(v, str(k)) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
+        if t is list or t is tuple:
             return [self._scrub(v) for v in value]
+        if isinstance(value, str):
+            return self.scrub_text(str(value))
         return value
 
     def apply(self, record: dict[str, Any]) -> dict[str, Any]:

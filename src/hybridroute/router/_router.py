@@ -25,7 +25,11 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
+
+import numpy as np
 
 from ..classifiers._base import IntentClassifier, RankedLabels
 from ..contracts import Decision, ReasonCode, Stage, hash_canonical
@@ -33,6 +37,19 @@ from ..exceptions import ClassifierError, FactsError, RuleSetError, UndeclaredVa
 from ..rules import RuleSet
 
 __all__ = ["HybridRouter", "RouteItem"]
+
+
+@dataclass(slots=True)
+class _Scored:
+    """One classifier answer: a full score row over the label set, or an abstention."""
+
+    row: np.ndarray | None = None
+    labels: tuple[str, ...] = ()
+    scores: tuple[float, ...] = ()
+    abstain_reason: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
 
 _RULE = Stage.RULE.value
 _MODEL = Stage.MODEL.value
@@ -100,6 +117,7 @@ class HybridRouter:
                 f"({len(policy.classes)} vs {len(classes)} labels)"
             )
         self.classes = classes
+        self._index = {c: i for i, c in enumerate(classes)}
         if oos_label is None:
             oos_label = (policy.calibration_data or {}).get("out_of_scope_label")
         self.oos_label = oos_label
@@ -147,11 +165,9 @@ class HybridRouter:
     def route_many(self, items: Iterable[RouteItem]) -> list[Decision]:
         """Route a batch: rules per item, one classifier call for the items that need it."""
         prepared = [self._prepare(item) for item in items]
-        pending = [i for i, p in enumerate(prepared) if p["decision"] is None]
+        pending = [p for p in prepared if p["decision"] is None]
         if pending:
-            ranked = self._rank([prepared[i]["text"] for i in pending])
-            for i, r in zip(pending, ranked, strict=True):
-                prepared[i]["decision"] = self._from_ranked(prepared[i], r)
+            self._decide(pending, self._score([p["text"] for p in pending]))
         return [p["decision"] for p in prepared]
 
     async def aroute(
@@ -167,9 +183,9 @@ class HybridRouter:
     async def aroute_many(self, items: Iterable[RouteItem]) -> list[Decision]:
         """Async :meth:`route_many`."""
         prepared = [self._prepare(item) for item in items]
-        pending = [i for i, p in enumerate(prepared) if p["decision"] is None]
+        pending = [p for p in prepared if p["decision"] is None]
         if pending:
-            texts = [prepared[i]["text"] for i in pending]
+            texts = [p["text"] for p in pending]
             arank = getattr(self.classifier, "arank", None)
             if arank is not None:
                 try:
@@ -180,10 +196,10 @@ class HybridRouter:
                     ranked = [
                         RankedLabels(labels=(), scores=(), abstain_reason=_failure_code(exc))
                     ] * len(texts)
+                scored = [self._from_ranking(r) for r in ranked]
             else:
-                ranked = await asyncio.to_thread(self._rank, texts)
-            for i, r in zip(pending, ranked, strict=True):
-                prepared[i]["decision"] = self._from_ranked(prepared[i], r)
+                scored = await asyncio.to_thread(self._score, texts)
+            self._decide(pending, scored)
         return [p["decision"] for p in prepared]
 
     # ------------------------------------------------------------------ replay
@@ -205,9 +221,9 @@ class HybridRouter:
         if prepared["decision"] is not None:
             return prepared["decision"]
         ranked = None if rescore else _recorded_ranking(record)
-        if ranked is None:
-            ranked = self._rank([prepared["text"]])[0]
-        return self._from_ranked(prepared, ranked)
+        scored = self._score([prepared["text"]]) if ranked is None else [self._from_ranking(ranked)]
+        self._decide([prepared], scored)
+        return prepared["decision"]
 
     # ------------------------------------------------------------------ internals
     def _prepare(self, item: RouteItem) -> dict[str, Any]:
@@ -226,6 +242,10 @@ class HybridRouter:
         if evidence is not None:
             snapshot["evidence"] = _plain_evidence(evidence)
         digest = hash_canonical(snapshot)
+        if evidence is None:
+            # validated facts are canonical and frozen already: a read-only view suffices
+            snapshot["facts"] = MappingProxyType(valid)
+            snapshot = MappingProxyType(snapshot)  # type: ignore[assignment]
         prepared: dict[str, Any] = {
             "snapshot": snapshot,
             "hash": digest,
@@ -250,19 +270,70 @@ class HybridRouter:
             )
         return prepared
 
-    def _rank(self, texts: Sequence[str]) -> list[RankedLabels]:
+    def _score(self, texts: Sequence[str]) -> list[_Scored]:
+        """Scores over the label set for each text (or an abstention with its reason)."""
+        clf = self.classifier
         try:
-            ranked = self.classifier.rank(texts, k=len(self.classes))
+            if type(clf).rank is IntentClassifier.rank:
+                # A classifier that cannot abstain: its probabilities are its whole answer.
+                proba = np.asarray(clf.predict_proba(texts), dtype=float)
+                if proba.shape != (len(texts), len(self.classes)):
+                    raise ClassifierError(
+                        f"classifier returned scores of shape {proba.shape} for {len(texts)} texts"
+                    )
+                labels = self.classes
+                return [
+                    _Scored(row=row, labels=labels, scores=tuple(row.tolist())) for row in proba
+                ]
+            ranked = clf.rank(texts, k=len(self.classes))
+            if len(ranked) != len(texts):
+                raise ClassifierError(
+                    f"classifier returned {len(ranked)} rankings for {len(texts)} texts"
+                )
         except Exception as exc:
             if self.strict:
                 raise
-            code = _failure_code(exc)
-            return [RankedLabels(labels=(), scores=(), abstain_reason=code)] * len(texts)
-        if len(ranked) != len(texts):
-            raise ClassifierError(
-                f"classifier returned {len(ranked)} rankings for {len(texts)} texts"
+            return [_Scored(abstain_reason=_failure_code(exc)) for _ in texts]
+        return [self._from_ranking(r) for r in ranked]
+
+    def _from_ranking(self, ranked: RankedLabels) -> _Scored:
+        """A full score row from a (possibly partial) ranking.
+
+        Labels the classifier did not rank share the probability mass it left over equally
+        (an LLM that names one label with confidence 0.9 leaves 0.1 to the others).
+        """
+        if ranked.abstained or not ranked.labels:
+            return _Scored(
+                abstain_reason=ranked.abstain_reason or ReasonCode.CLASSIFIER_ERROR.value,
+                usage=dict(ranked.usage or {}),
             )
-        return list(ranked)
+        row = np.zeros(len(self.classes))
+        unranked = np.ones(len(self.classes), dtype=bool)
+        index = self._index
+        for label, score in zip(ranked.labels, ranked.scores, strict=True):
+            j = index.get(label)
+            if j is None:
+                return _Scored(
+                    abstain_reason=ReasonCode.INVALID_LABEL.value,
+                    usage=dict(ranked.usage or {}),
+                    labels=tuple(ranked.labels),
+                    scores=tuple(ranked.scores),
+                )
+            row[j] = float(score)
+            unranked[j] = False
+        left = 1.0 - float(row.sum())
+        if unranked.any() and left > 0:
+            row[unranked] = left / int(unranked.sum())
+        if row.sum() <= 0:
+            return _Scored(
+                abstain_reason=ReasonCode.CLASSIFIER_ERROR.value, usage=dict(ranked.usage or {})
+            )
+        return _Scored(
+            row=row,
+            labels=tuple(ranked.labels),
+            scores=tuple(float(x) for x in ranked.scores),
+            usage=dict(ranked.usage or {}),
+        )
 
     def _fallback(self, prepared: dict[str, Any], reason: str, detail: dict[str, Any]) -> Decision:
         return Decision(
@@ -277,35 +348,48 @@ class HybridRouter:
             detail=detail,
         )
 
-    def _from_ranked(self, prepared: dict[str, Any], ranked: RankedLabels) -> Decision:
-        ranking = {"labels": list(ranked.labels), "scores": list(ranked.scores)}
-        if ranked.abstained or not ranked.labels:
-            if self.strict:
-                raise ClassifierError(f"classifier abstained: {ranked.abstain_reason}")
-            reason = ranked.abstain_reason or ReasonCode.CLASSIFIER_ERROR.value
-            detail: dict[str, Any] = {"classifier": ranking}
-            if ranked.usage:
-                detail["usage"] = dict(ranked.usage)
-            return self._fallback(prepared, reason, detail)
-        try:
-            outcome = self.policy.apply(ranked)
-        except (ValueError, UndeclaredValueError) as exc:
-            if self.strict:
-                raise
-            return self._fallback(
-                prepared,
-                ReasonCode.CLASSIFIER_ERROR.value,
-                {"classifier": ranking, "error": str(exc)[:300]},
-            )
-        detail = {
-            "classifier": ranking,
+    def _decide(self, prepared: Sequence[dict[str, Any]], scored: Sequence[_Scored]) -> None:
+        """Set ``decision`` on each prepared item from its scores, through the policy."""
+        ok = [i for i, sc in enumerate(scored) if sc.row is not None]
+        outcomes: dict[int, Any] = {}
+        if ok:
+            try:
+                for i, o in zip(
+                    ok, self.policy.apply_proba(np.vstack([scored[i].row for i in ok])), strict=True
+                ):
+                    outcomes[i] = o
+            except (ValueError, UndeclaredValueError) as exc:
+                if self.strict:
+                    raise
+                for i in ok:
+                    scored[i].abstain_reason = ReasonCode.CLASSIFIER_ERROR.value
+                    scored[i].error = str(exc)[:300]
+                    scored[i].row = None
+        for i, (prep, sc) in enumerate(zip(prepared, scored, strict=True)):
+            if sc.row is None or i not in outcomes:
+                if self.strict:
+                    raise ClassifierError(f"classifier abstained: {sc.abstain_reason}")
+                detail: dict[str, Any] = {"classifier": {"labels": sc.labels, "scores": sc.scores}}
+                if sc.usage:
+                    detail["usage"] = sc.usage
+                if sc.error:
+                    detail["error"] = sc.error
+                prep["decision"] = self._fallback(
+                    prep, sc.abstain_reason or ReasonCode.CLASSIFIER_ERROR.value, detail
+                )
+            else:
+                prep["decision"] = self._from_outcome(prep, sc, outcomes[i])
+
+    def _from_outcome(self, prepared: dict[str, Any], sc: _Scored, outcome: Any) -> Decision:
+        detail: dict[str, Any] = {
+            "classifier": {"labels": sc.labels, "scores": sc.scores},
             "action": outcome.action,
             "threshold_name": outcome.threshold_name,
         }
         if outcome.oos_score is not None:
             detail["oos_score"] = outcome.oos_score
-        if ranked.usage:
-            detail["usage"] = dict(ranked.usage)
+        if sc.usage:
+            detail["usage"] = sc.usage
         common = dict(
             router=self.name,
             router_version=self.version,

@@ -1,4 +1,4 @@
-"""A real MLflow tracking server on 127.0.0.1 for the tracking tests."""
+"""Session fixtures shared by several test packages: a real MLflow tracking server on 127.0.0.1."""
 
 from __future__ import annotations
 

@@ -1,0 +1,247 @@
+"""Router metrics aggregated in Spark, with the definitions of ``evaluate_router``.
+
+Every count is a Spark aggregation (``agg`` / ``groupBy``) over the scored frame; the
+driver only divides the resulting integers and applies the same rounding as
+:func:`hybridroute.evaluation.evaluate_router`, so the two agree exactly. Bootstrap
+intervals, ECE and AURC need the per-item values (resampling, sorting by confidence) and
+are left to ``evaluate_router`` on a sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import UserInputError
+
+__all__ = ["SparkEvaluation", "evaluate_scored", "with_outcomes"]
+
+_DEFAULT_EXIT = "(default exit)"
+
+
+class SparkEvaluation(dict):
+    """Router metrics computed on Spark (a JSON-able dict); the scored rows are in :attr:`scored`."""
+
+    scored: Any = None
+
+    def metrics(self) -> dict[str, float]:
+        """The scalar metrics, flattened (for MLflow)."""
+        keys = (
+            "n",
+            "n_classified",
+            "accuracy",
+            "macro_f1",
+            "coverage",
+            "selective_precision",
+            "next_step_accuracy",
+            "abstention_rate",
+        )
+        out = {}
+        for k in keys:
+            v = self.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                out[k] = float(v)
+        return out
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 6)
+
+
+def with_outcomes(scored: Any) -> Any:
+    """Add ``correct`` (intent label, model-stage rows only) and ``next_step_correct``."""
+    from pyspark.sql import functions as F
+
+    if "gold" not in scored.columns:
+        raise UserInputError("evaluating needs a 'gold' (or 'label') column in the item frame")
+    classified = F.col("stage") != "rule"
+    out = scored.withColumn(
+        "correct",
+        F.when(classified, F.coalesce(F.col("label") == F.col("gold"), F.lit(False))),
+    )
+    if "gold_next_step" in scored.columns:
+        out = out.withColumn(
+            "next_step_correct",
+            F.when(
+                F.col("gold_next_step").isNotNull(),
+                F.col("destination") == F.col("gold_next_step"),
+            ),
+        )
+    else:
+        out = out.withColumn("next_step_correct", F.lit(None).cast("boolean"))
+    return out
+
+
+def _count_if(cond: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.sum(F.when(cond, 1).otherwise(0))
+
+
+def _per_class(cm: np.ndarray, support: np.ndarray, labels: Sequence[str]) -> dict[str, Any]:
+    # the formulas of evaluation._stats.per_class_report, from counts
+    out: dict[str, dict[str, Any]] = {}
+    for i, lab in enumerate(labels):
+        tp = int(cm[i, i])
+        sup = int(support[i])
+        predicted = int(cm[:, i].sum())
+        precision = tp / predicted if predicted else 0.0
+        recall = tp / sup if sup else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        row = cm[i].copy()
+        row[i] = 0
+        order = np.argsort(-row, kind="stable")[:3]
+        confused = [{"label": labels[j], "count": int(row[j])} for j in order if row[j] > 0]
+        out[lab] = {
+            "precision": round(precision, 6),
+            "recall": round(recall, 6),
+            "f1": round(f1, 6),
+            "support": sup,
+            "confused_with": confused,
+        }
+    return out
+
+
+def _macro_f1(cm: np.ndarray, support: np.ndarray) -> float:
+    # the formula of evaluation._stats._f1_from_codes, from counts
+    k = len(support)
+    tp = np.diag(cm).astype(float)
+    pred = cm.sum(axis=0).astype(float)
+    gold = support.astype(float)
+    denom = pred + gold
+    f1 = np.divide(2 * tp, denom, out=np.zeros(k), where=denom > 0)
+    present = gold > 0
+    return float(f1[present].mean()) if present.any() else 0.0
+
+
+def evaluate_scored(
+    scored: Any,
+    *,
+    labels: Sequence[str] | None = None,
+    router: str | None = None,
+    router_version: str | None = None,
+) -> SparkEvaluation:
+    """Aggregate a scored item frame (with ``gold``) into router metrics, in Spark.
+
+    Parameters
+    ----------
+    scored : pyspark.sql.DataFrame
+        Output of :meth:`SparkRouter.score` on a frame with a ``gold`` column
+        (and optionally ``gold_next_step``).
+    labels : sequence of str, optional
+        The label set (default: the gold and predicted labels seen). ``evaluate_router``
+        uses the router's classes plus the gold labels.
+    router, router_version : str, optional
+        Written into the result.
+    """
+    from pyspark.sql import functions as F
+
+    scored = with_outcomes(scored) if "correct" not in scored.columns else scored
+    classified = F.col("stage") != "rule"
+    auto = classified & (
+        (F.col("stage") == "model") | (F.col("reason_code") == "evidence_complete")
+    )
+    deferred = F.col("stage").isin("policy", "fallback")
+    scored_next = F.col("next_step_correct").isNotNull()
+
+    tot = scored.agg(
+        F.count(F.lit(1)).alias("n"),
+        _count_if(classified).alias("n_classified"),
+        _count_if(F.col("correct")).alias("n_correct"),
+        _count_if(auto).alias("n_auto"),
+        _count_if(auto & F.col("correct")).alias("n_auto_correct"),
+        _count_if(scored_next).alias("n_next"),
+        _count_if(F.col("next_step_correct")).alias("n_next_correct"),
+        _count_if(deferred).alias("n_deferred"),
+    ).first()
+    n = int(tot["n"])
+    n_cls = int(tot["n_classified"] or 0)
+
+    result: dict[str, Any]
+    if n_cls:
+        # confusion counts: (gold, predicted) over the classified rows; gold labels of
+        # every row, so the label set matches evaluate_router's
+        pairs = (
+            scored.groupBy(classified.alias("classified"), "gold", "label")
+            .agg(F.count(F.lit(1)).alias("count"))
+            .collect()
+        )
+        if labels is None:
+            labs = sorted({p["gold"] for p in pairs} | {p["label"] for p in pairs if p["label"]})
+        else:
+            labs = sorted(set(labels) | {p["gold"] for p in pairs})
+        index = {lab: i for i, lab in enumerate(labs)}
+        k = len(labs)
+        cm = np.zeros((k, k), dtype=np.int64)
+        support = np.zeros(k, dtype=np.int64)
+        for p in pairs:
+            if not p["classified"]:
+                continue
+            t = index[p["gold"]]
+            support[t] += p["count"]  # abstentions count in the support
+            j = index.get(p["label"], -1) if p["label"] is not None else -1
+            if j >= 0:
+                cm[t, j] += p["count"]
+        n_auto = int(tot["n_auto"])
+        result = {
+            "accuracy": round(float(int(tot["n_correct"]) / n_cls), 6),
+            "macro_f1": round(_macro_f1(cm, support), 6),
+            "per_class": _per_class(cm, support, labs),
+            "confusion": {"labels": labs, "matrix": cm.tolist()},
+            "coverage": _r(n_auto / n_cls),
+            "selective_precision": _r(int(tot["n_auto_correct"]) / n_auto) if n_auto else None,
+            "n_auto_routed": n_auto,
+        }
+    else:
+        result = {"accuracy": None, "macro_f1": None, "coverage": None, "selective_precision": None}
+    result["n"] = n
+    result["n_classified"] = n_cls
+    n_next = int(tot["n_next"] or 0)
+    if n_next:
+        result["next_step_accuracy"] = _r(int(tot["n_next_correct"]) / n_next)
+        result["n_next_step"] = n_next
+    else:
+        result["next_step_accuracy"] = None
+
+    def counts(frame: Any, key: Any) -> dict[str, int]:
+        got = frame.groupBy(key.alias("k")).agg(F.count(F.lit(1)).alias("c")).collect()
+        return dict(sorted((r["k"], int(r["c"])) for r in got))
+
+    result["decisions_by_stage"] = counts(scored, F.col("stage"))
+    result["decisions_by_destination"] = counts(scored, F.col("destination"))
+    result["abstention_rate"] = _r(int(tot["n_deferred"]) / n) if n else None
+    result["abstentions_by_reason"] = counts(scored.where(deferred), F.col("reason_code"))
+    rule_rows = (
+        scored.where(~classified)
+        .groupBy(
+            F.when(F.coalesce(F.col("rule_id"), F.lit("")) == "", F.lit(_DEFAULT_EXIT))
+            .otherwise(F.col("rule_id"))
+            .alias("rule")
+        )
+        .agg(
+            F.count(F.lit(1)).alias("fires"),
+            _count_if(scored_next).alias("scored"),
+            _count_if(F.col("next_step_correct")).alias("matches_gold"),
+        )
+        .collect()
+    )
+    rules = {}
+    for r in sorted(rule_rows, key=lambda r: r["rule"]):
+        fires, scored_n, matches = int(r["fires"]), int(r["scored"]), int(r["matches_gold"])
+        rules[r["rule"]] = {
+            "fires": fires,
+            "matches_gold": matches,
+            "scored": scored_n,
+            "match_rate": _r(matches / scored_n) if scored_n else None,
+        }
+    result["rules"] = rules
+    result["mode"] = "router"
+    result["engine"] = "spark"
+    result["router"] = router
+    result["router_version"] = router_version
+    out = SparkEvaluation(result)
+    out.scored = scored
+    return out
