@@ -620,14 +620,20 @@ class Decision:
 
     @classmethod
     def from_dict(
-        cls, data: Mapping[str, Any], *, vocabulary: Vocabulary | None = None
+        cls,
+        data: Mapping[str, Any],
+        *,
+        vocabulary: Vocabulary | None = None,
+        verify_hash: bool = True,
     ) -> Decision:
         """Rebuild a decision from :meth:`to_dict` output, checking it thoroughly.
 
         Raises :class:`UndeclaredValueError` for an undeclared stage, destination or reason
         code (the latter two checked against ``vocabulary`` when one is given) and
         :class:`ValueError` for unknown or missing keys, a wrong record version, or a
-        ``snapshot_hash`` that does not match the snapshot.
+        ``snapshot_hash`` that does not match the snapshot. With ``verify_hash=False`` the
+        recorded hash is kept as it is (a logged record whose sensitive facts were replaced
+        by salted hashes still carries the hash of the original input).
         """
         if not isinstance(data, Mapping):
             raise ValueError(f"a decision record must be a JSON object, got {type(data).__name__}")
@@ -666,9 +672,10 @@ class Decision:
             threshold=data.get("threshold"),
             margin=data.get("margin"),
             detail=data.get("detail") or {},
+            snapshot_hash="" if verify_hash else (data.get("snapshot_hash") or ""),
         )
         given = data.get("snapshot_hash")
-        if given and given != decision.snapshot_hash:
+        if verify_hash and given and given != decision.snapshot_hash:
             raise ValueError(
                 "snapshot_hash does not match the input snapshot "
                 f"(record says {given[:12]}…, content hashes to {decision.snapshot_hash[:12]}…)"

@@ -11,8 +11,10 @@ it with a reason code rather than a made-up label.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -76,6 +78,39 @@ class IntentClassifier:
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """Array of shape ``(n_texts, n_classes)``; rows sum to 1 over ``classes_``."""
         raise NotImplementedError
+
+    def save(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        training_fingerprint: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        overwrite: bool = False,
+    ) -> Path:
+        """Save to directory ``path`` in code-free formats, with a checksummed manifest.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Directory to create (load it back with
+            :func:`hybridroute.classifiers.load_classifier`).
+        training_fingerprint : str, optional
+            Fingerprint of the labelled data the classifier was trained on (defaults to
+            ``training_fingerprint_`` when set).
+        metadata : dict, optional
+            Further JSON-serialisable facts to record in the manifest.
+        overwrite : bool, default False
+            Replace an existing saved classifier at ``path``.
+        """
+        from ._persistence import save_classifier
+
+        return save_classifier(
+            self,
+            Path(path),
+            training_fingerprint=training_fingerprint,
+            metadata=metadata,
+            overwrite=overwrite,
+        )
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "classes_"):

@@ -319,25 +319,6 @@ class CascadeClassifier(IntentClassifier):
 
     # ------------------------------------------------------------------ persistence
 
-    def save(
-        self,
-        path: str | Path,
-        *,
-        training_fingerprint: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        overwrite: bool = False,
-    ) -> Path:
-        """Save to directory ``path``: both stages in sub-directories, one manifest."""
-        from ._persistence import save_classifier
-
-        return save_classifier(
-            self,
-            path,
-            training_fingerprint=training_fingerprint,
-            metadata=metadata,
-            overwrite=overwrite,
-        )
-
     def _escalation_state(self) -> dict[str, Any]:
         if self.threshold is not None:
             return {"threshold": _as_json_threshold(float(self.threshold))}

@@ -756,27 +756,6 @@ class LLMClassifier(IntentClassifier):
             setattr(self, name, value)
         return self
 
-    def save(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        training_fingerprint: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        overwrite: bool = False,
-    ) -> Path:
-        """Save to directory ``path``: a manifest holding the JSON configuration (model,
-        api_base, api_key_env, prompt template, settings -- never an API key) and the label
-        set. Load with :func:`hybridroute.classifiers.load_classifier`."""
-        from ._persistence import save_classifier
-
-        return save_classifier(
-            self,
-            Path(path),
-            training_fingerprint=training_fingerprint,
-            metadata=metadata,
-            overwrite=overwrite,
-        )
-
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return {"config": self.get_config(), "fitted": self.get_state()}
 

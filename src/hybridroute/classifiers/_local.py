@@ -620,39 +620,6 @@ class LocalClassifier(IntentClassifier):
 
     # -- persistence --------------------------------------------------------------------
 
-    def save(
-        self,
-        path: str | Path,
-        *,
-        training_fingerprint: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        overwrite: bool = False,
-    ) -> Path:
-        """Save to directory ``path`` (see :func:`hybridroute.classifiers.load_classifier`).
-
-        Parameters
-        ----------
-        path : str or Path
-            Directory to create.
-        training_fingerprint : str, optional
-            Fingerprint of the labelled data the classifier was trained on, recorded in the
-            manifest (defaults to ``training_fingerprint_`` when set, e.g. on a loaded
-            classifier).
-        metadata : dict, optional
-            Further JSON-serialisable facts to record in the manifest.
-        overwrite : bool, default False
-            Replace an existing saved classifier at ``path``.
-        """
-        from ._persistence import save_classifier
-
-        return save_classifier(
-            self,
-            path,
-            training_fingerprint=training_fingerprint,
-            metadata=metadata,
-            overwrite=overwrite,
-        )
-
     def _save_state(self, directory: Path) -> dict[str, Any]:
         """Write the fitted model into ``directory``; return the JSON state for the manifest."""
         from ._persistence import write_arrays, write_json

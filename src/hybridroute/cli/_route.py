@@ -43,11 +43,17 @@ def print_decision(decision: Any) -> None:
     typer.echo(f"stage       : {d['stage']}" + (f" (rule {d['rule_id']})" if d["rule_id"] else ""))
     if d["label"] is not None:
         typer.echo(
-            f"label       : {d['label']} (confidence {d['confidence']:.3f}, "
-            f"threshold {d['threshold']}, margin {d['margin']})"
+            f"label       : {d['label']} (confidence {d['confidence']:.3f}, threshold "
+            f"{'none' if d['threshold'] is None else format(d['threshold'], '.4f')}, "
+            f"margin {d['margin']:.3f})"
         )
-    if d["detail"]:
-        typer.echo(f"detail      : {json.dumps(d['detail'], ensure_ascii=False)}")
+    detail = dict(d["detail"])
+    ranking = detail.pop("classifier", None)
+    if ranking and ranking.get("labels"):
+        top = sorted(zip(ranking["labels"], ranking["scores"], strict=True), key=lambda x: -x[1])[:3]
+        typer.echo("ranking     : " + ", ".join(f"{lab} {score:.3f}" for lab, score in top) + " (raw scores)")
+    if detail:
+        typer.echo(f"detail      : {json.dumps(detail, ensure_ascii=False)}")
     typer.echo(f"router      : {d['router']} {d['router_version']}")
     typer.echo(f"snapshot    : {d['snapshot_hash'][:16]}")
 

@@ -299,24 +299,5 @@ class DecisionLog:
 
 def record_to_decision(record: Mapping[str, Any]) -> Decision:
     """Rebuild a :class:`Decision` from a stored record, keeping its recorded hash."""
-    rec = dict(record)
-    for key in ("seq", "logged_at", "item_id"):
-        rec.pop(key, None)
-    rec.pop("record_version", None)
-    return Decision(
-        router=rec["router"],
-        router_version=rec["router_version"],
-        stage=rec["stage"],
-        selected_destination=rec["selected_destination"],
-        allowed_destinations=tuple(rec["allowed_destinations"]),
-        reason_code=rec["reason_code"],
-        evidence_ids=tuple(rec.get("evidence_ids") or ()),
-        input_snapshot=rec["input_snapshot"],
-        snapshot_hash=rec.get("snapshot_hash") or "",
-        rule_id=rec.get("rule_id"),
-        label=rec.get("label"),
-        confidence=rec.get("confidence"),
-        threshold=rec.get("threshold"),
-        margin=rec.get("margin"),
-        detail=rec.get("detail") or {},
-    )
+    rec = {k: v for k, v in record.items() if k not in ("seq", "logged_at", "item_id")}
+    return Decision.from_dict(rec, verify_hash=False)
