@@ -25,12 +25,20 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 STAMP = VENV / ".hybridroute-stamp"
-EXTRAS = "dev,bench"
+# Always installed: the test tools and the benchmark-only dependency. Optional extras
+# (embeddings: torch + sentence-transformers; spark: pyspark, needs Java 17) are added with
+# HYBRIDROUTE_EXTRAS=embeddings,spark; their tests run only when they are installed.
+BASE_EXTRAS = ("dev", "bench")
+
+
+def _extras() -> str:
+    more = [e.strip() for e in os.environ.get("HYBRIDROUTE_EXTRAS", "").split(",") if e.strip()]
+    return ",".join(dict.fromkeys([*BASE_EXTRAS, *more]))
 
 
 def _wanted_stamp() -> str:
     h = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
-    h.update(EXTRAS.encode())
+    h.update(_extras().encode())
     h.update(sys.version.encode())
     return h.hexdigest()
 
@@ -54,7 +62,7 @@ def ensure_env() -> None:
     if rc:
         sys.exit(rc)
     rc = _run(
-        [PY, "-m", "pip", "install", "--disable-pip-version-check", "-q", "-e", f".[{EXTRAS}]"]
+        [PY, "-m", "pip", "install", "--disable-pip-version-check", "-q", "-e", f".[{_extras()}]"]
     )
     if rc:
         sys.exit(rc)

@@ -1,8 +1,17 @@
-"""Session fixtures shared by several test packages: a real MLflow tracking server on 127.0.0.1."""
+"""Session-wide test setup.
+
+* Tests of optional extras (``@pytest.mark.embeddings``, ``@pytest.mark.spark``) run when
+  the extra and what it needs at run time are installed. Otherwise they are deselected
+  and the run says so in its summary (never silently); with
+  ``HYBRIDROUTE_REQUIRE_EXTRAS=1`` (set by CI) a missing extra is an error instead.
+* ``mlflow_server``: a real MLflow tracking server on 127.0.0.1, shared by several packages.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,6 +20,55 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+# extra -> (modules it provides, programs it needs on PATH, how to install it)
+_EXTRAS = {
+    "embeddings": (
+        ("torch", "sentence_transformers"),
+        (),
+        "HYBRIDROUTE_EXTRAS=embeddings python3 dev.py test",
+    ),
+    "spark": (
+        ("pyspark",),
+        ("java",),
+        "HYBRIDROUTE_EXTRAS=spark python3 dev.py test (and Java 17)",
+    ),
+}
+_NOT_RUN: list[str] = []
+
+
+def _missing(extra: str) -> list[str]:
+    modules, programs, _ = _EXTRAS[extra]
+    out = [m for m in modules if importlib.util.find_spec(m) is None]
+    out += [p for p in programs if shutil.which(p) is None]
+    return out
+
+
+def pytest_collection_modifyitems(config, items):
+    required = os.environ.get("HYBRIDROUTE_REQUIRE_EXTRAS") == "1"
+    for extra, (_, _, how) in _EXTRAS.items():
+        marked = [item for item in items if extra in item.keywords]
+        if not marked:
+            continue
+        missing = _missing(extra)
+        if not missing:
+            continue
+        if required:
+            raise pytest.UsageError(
+                f"the '{extra}' extra is required (HYBRIDROUTE_REQUIRE_EXTRAS=1) but "
+                f"{', '.join(missing)} is missing; install it with: {how}"
+            )
+        items[:] = [item for item in items if extra not in item.keywords]
+        config.hook.pytest_deselected(items=marked)
+        _NOT_RUN.append(
+            f"{len(marked)} tests of the '{extra}' extra were NOT run ({', '.join(missing)} missing); "
+            f"run them with: {how}"
+        )
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in _NOT_RUN:
+        terminalreporter.write_line(line, yellow=True, bold=True)
 
 
 def _free_port() -> int:

@@ -10,8 +10,10 @@ metrics and replay reports must be equal, not close.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -39,7 +41,8 @@ def _ten_thousand(ds):
     big = base.iloc[pos].reset_index(drop=True)
     big["id"] = [f"{i}~{c}" for i, c in zip(big["id"], copy, strict=True)]
     big["text"] = [
-        t if c == 0 else f"{t} (ref {1000 + 37 * c})" for t, c in zip(big["text"], copy, strict=True)
+        t if c == 0 else f"{t} (ref {1000 + 37 * c})"
+        for t, c in zip(big["text"], copy, strict=True)
     ]
     # distinct money amounts per copy: floats, and integral floats that must hash as ints
     big["amount"] = [
@@ -110,7 +113,12 @@ def world(tmp_path_factory):
 def spark_v1(spark, world):
     from hybridroute.spark import SparkRouter
 
-    return SparkRouter.from_bundle(spark, world.bundle_v1)
+    # no tracking URI: the default, a fresh SQLite store in a temporary directory
+    sr = SparkRouter.from_bundle(spark, world.bundle_v1)
+    store = Path(sr.tracking_uri.removeprefix("sqlite:///")).parent
+    assert store.name.startswith("hybridroute-spark-mlflow-")
+    yield sr
+    shutil.rmtree(store, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -191,17 +199,26 @@ def test_spark_metrics_are_flat_numbers(spark_eval):
     assert set(metrics) >= {"coverage", "next_step_accuracy", "abstention_rate"}
 
 
-def test_items_read_by_spark_from_an_exported_file_route_the_same(spark, spark_v1, world):
-    """The scale-out input path: a JSONL file read by Spark, facts as a nested struct."""
+@pytest.mark.parametrize("layout", ["facts-struct", "fact-columns"])
+def test_items_read_by_spark_from_an_exported_file_route_the_same(spark, spark_v1, world, layout):
+    """The scale-out input path: a JSONL export read by Spark, not built on the driver."""
     from hybridroute.datasets import LabelledSet
 
-    part = LabelledSet.from_frame(world.big.frame.iloc[:2000], name="part")
-    path = part.export(world.root / "part.jsonl")
-    scored = spark_v1.score(spark.read.json(str(path)))
-    got = {r["id"]: (r["snapshot_hash"], r["destination"], r["reason_code"]) for r in scored.collect()}
+    lo, hi = (0, 1500) if layout == "facts-struct" else (1500, 3000)
+    part = LabelledSet.from_frame(world.big.frame.iloc[lo:hi], name="part")
+    frame = spark.read.json(str(part.export(world.root / f"part-{layout}.jsonl")))
+    if layout == "fact-columns":  # one column per fact, as a table would hold them
+        frame = frame.select("id", "text", "label", "next_step", "facts.*")
+    scored = spark_v1.score(frame)
+    got = {
+        r["id"]: (r["snapshot_hash"], r["destination"], r["reason_code"], r["gold"])
+        for r in scored.collect()
+    }
     want = {
-        i: (d.snapshot_hash, d.selected_destination, d.reason_code)
-        for i, d in zip(world.big.ids[:2000], world.decisions[:2000], strict=True)
+        i: (d.snapshot_hash, d.selected_destination, d.reason_code, g)
+        for i, d, g in zip(
+            world.big.ids[lo:hi], world.decisions[lo:hi], world.big.y[lo:hi], strict=True
+        )
     }
     assert got == want
 
@@ -325,3 +342,24 @@ def test_importing_the_package_imports_neither_pyspark_nor_mlflow():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_public_names_are_pinned():
+    import hybridroute.spark as hs
+
+    assert sorted(hs.__all__) == [
+        "ITEM_COLUMNS",
+        "LoggedRouter",
+        "RESULT_TYPE",
+        "SparkEvaluation",
+        "SparkRouter",
+        "dataset_items",
+        "evaluate_scored",
+        "local_session",
+        "log_router",
+        "prepare_items",
+        "read_decision_log",
+        "replay_records",
+        "router_udf",
+    ]
+    assert all(hasattr(hs, name) for name in hs.__all__)

@@ -42,6 +42,7 @@ _COMMAND_MODULES = (
     "_records",
     "_evaluate",
     "_experiment",
+    "_spark",
     "_demo",
 )
 

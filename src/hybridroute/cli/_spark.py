@@ -54,6 +54,7 @@ def _spark_router(
         return SparkRouter.from_bundle(
             spark, router, tracking_uri=tracking_uri, env_manager=env_manager
         )
+    assert model_uri is not None  # checked above
     return SparkRouter(spark, model_uri, tracking_uri=tracking_uri, env_manager=env_manager)
 
 
@@ -118,7 +119,9 @@ def evaluate_cmd(
     if as_json:
         typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
         return
-    typer.echo(f"{result['n']} items routed on Spark with {result['router']} {result['router_version']}")
+    typer.echo(
+        f"{result['n']} items routed on Spark with {result['router']} {result['router_version']}"
+    )
     for key in (
         "accuracy",
         "macro_f1",

@@ -76,7 +76,9 @@ def _plots(ev: dict[str, Any], outdir: Path) -> dict[str, Path]:
     if cm_doc and cm_doc["labels"]:
         labels = cm_doc["labels"]
         cm = np.asarray(cm_doc["matrix"], dtype=float)
+        title = "confusion matrix (row-normalised)"
         if len(labels) > _MAX_CONFUSION_LABELS:
+            title = f"confusion matrix: the {_MAX_CONFUSION_LABELS} most confused of {len(labels)} classes"
             # keep the classes with the most off-diagonal mass, so the plot stays readable
             off = cm.sum(axis=0) + cm.sum(axis=1) - 2 * np.diag(cm)
             keep = np.sort(np.argsort(-off, kind="stable")[:_MAX_CONFUSION_LABELS])
@@ -91,7 +93,7 @@ def _plots(ev: dict[str, Any], outdir: Path) -> dict[str, Path]:
         ax.set_yticks(range(len(labels)), labels, fontsize=6)
         ax.set_xlabel("predicted")
         ax.set_ylabel("gold")
-        ax.set_title("confusion matrix (row-normalised)")
+        ax.set_title(title)
         fig.tight_layout()
         paths["confusion_matrix"] = outdir / "confusion_matrix.png"
         fig.savefig(paths["confusion_matrix"], dpi=110)

@@ -98,7 +98,10 @@ def prepare_items(frame: Any, fact_names: Iterable[str]) -> Any:
         select.append(F.col("id").cast("string").alias("id"))
     select.append(F.col("text").cast("string").alias("text"))
     select.append(facts.alias("facts"))
-    for target, sources in (("gold", ("gold", "label")), ("gold_next_step", ("gold_next_step", "next_step"))):
+    for target, sources in (
+        ("gold", ("gold", "label")),
+        ("gold_next_step", ("gold_next_step", "next_step")),
+    ):
         src = next((s for s in sources if s in cols), None)
         if src is not None:
             col = F.col(src).cast("string")

@@ -54,7 +54,8 @@ def use_tracking_uri(uri: str | None) -> Iterator[None]:
     try:
         yield
     finally:
-        mlflow.set_tracking_uri(previous)  # None unsets the global and the variable
+        # None unsets MLflow's global and its environment variable (typed str there)
+        mlflow.set_tracking_uri(previous)  # type: ignore[arg-type]
         if env_before is not None:
             os.environ["MLFLOW_TRACKING_URI"] = env_before
 
@@ -147,5 +148,7 @@ def quiet_mlflow() -> None:
 
     apply_offline_defaults()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    import mlflow  # noqa: F401 - configures its loggers on import; set the level after
+
     # MLflow's INFO lines ("Creating initial MLflow database tables") are noise here
     logging.getLogger("mlflow").setLevel(logging.WARNING)

@@ -36,9 +36,7 @@ def _sqlite_rows(path: Path) -> list[tuple[int, int, str | None, str]]:
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         try:
-            version = conn.execute(
-                "SELECT value FROM meta WHERE key = 'schema_version'"
-            ).fetchone()
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             rows = conn.execute(
                 "SELECT seq, item_id, record FROM decisions ORDER BY seq"
             ).fetchall()
