@@ -31,8 +31,8 @@ def replay_cmd(
     from ..records import replay
     from ..router import load_router
 
-    r = load_router(router)
     with _open_log(log) as dl:
+        r = load_router(router)
         report = replay(dl.records(router_version=router_version), r, rescore=rescore)
     if as_json:
         typer.echo(json.dumps(report, indent=2, ensure_ascii=False))

@@ -84,7 +84,9 @@ def _read_batch(path: Path):
             yield lineno, item
 
 
-def _route_batch(router_dir: Path, input_path: Path, log_path: Path | None, as_json: bool) -> None:
+def _route_batch(
+    router_dir: Path, input_path: Path, log_path: Path | None, as_json: bool, sensitive: list[str]
+) -> None:
     from collections import Counter
 
     from rich.progress import Progress
@@ -94,7 +96,7 @@ def _route_batch(router_dir: Path, input_path: Path, log_path: Path | None, as_j
 
     router = load_router(router_dir)
     items = list(_read_batch(input_path))
-    log = DecisionLog(log_path) if log_path is not None else None
+    log = DecisionLog(log_path, sensitive_fields=sensitive) if log_path is not None else None
     counts: Counter[str] = Counter()
     chunk = 256
     try:
@@ -150,6 +152,11 @@ def route(
     log: Path | None = typer.Option(
         None, "--log", help="Append the decisions to this decision log (SQLite)."
     ),
+    sensitive: list[str] = typer.Option(
+        [],
+        "--sensitive",
+        help="A fact stored in the log as a salted hash (salt: HYBRIDROUTE_LOG_SALT); repeatable.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print full decision records as JSON."),
 ) -> None:
     """Route one ticket (or a JSONL batch) and print the decision."""
@@ -160,7 +167,7 @@ def route(
     if input_path is not None:
         if router is None:
             raise typer.BadParameter("--input needs --router", param_hint="--input")
-        _route_batch(router, input_path, log, as_json)
+        _route_batch(router, input_path, log, as_json, sensitive)
         return
     if rules is not None:
         from ..rules import load_rules
@@ -177,7 +184,7 @@ def route(
     if log is not None:
         from ..records import DecisionLog
 
-        with DecisionLog(log) as dl:
+        with DecisionLog(log, sensitive_fields=sensitive) as dl:
             dl.append(decision)
     if as_json:
         typer.echo(json.dumps(decision.to_dict(), ensure_ascii=False, indent=2))

@@ -267,7 +267,7 @@ def evaluate_router(
                 "rule_id": d.rule_id,
                 "correct": d.label == gold[i] if d.stage != "rule" else None,
                 "next_step_correct": (d.selected_destination == gold_next) if gold_next else None,
-                "action": (d.detail.get("action") if d.stage != "rule" else "rule"),
+                "action": (d.detail.get("policy_action") if d.stage != "rule" else "rule"),
             }
         )
     model_rows = [r for r in rows if r["stage"] != "rule"]

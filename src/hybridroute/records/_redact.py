@@ -123,6 +123,22 @@ class Redactor:
             return self.scrub_text(str(value))
         return value
 
+    def _hash_named(self, value: Any, hashed: list[str]) -> Any:
+        """Hash every value stored under a key named like a sensitive fact."""
+        if isinstance(value, Mapping):
+            out = {}
+            for k, v in value.items():
+                if k in self.sensitive_fields and v is not None:
+                    out[k] = self.hash_value(v)
+                    if k not in hashed:
+                        hashed.append(k)
+                else:
+                    out[k] = self._hash_named(v, hashed)
+            return out
+        if isinstance(value, (list, tuple)):
+            return [self._hash_named(v, hashed) for v in value]
+        return value
+
     def apply(self, record: dict[str, Any]) -> dict[str, Any]:
         """A redacted copy of a decision record (``Decision.to_dict()`` shape)."""
         out = dict(record)
@@ -137,7 +153,13 @@ class Redactor:
                     hashed.append(name)
             snap["facts"] = facts
         out["input_snapshot"] = self._scrub(snap)
-        out["detail"] = self._scrub(out.get("detail") or {})
+        # a rule's diagnosis may echo a fact value (e.g. the risk guard's "action")
+        detail = (
+            self._hash_named(out.get("detail") or {}, hashed)
+            if self.sensitive_fields
+            else out.get("detail") or {}
+        )
+        out["detail"] = self._scrub(detail)
         if hashed:
             detail = dict(out["detail"])
             detail["hashed_facts"] = hashed

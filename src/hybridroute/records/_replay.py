@@ -63,7 +63,8 @@ def replay(
         ``n``, ``mismatches``, ``mismatch_rate``, ``reason_changes``, breakdowns
         ``by_stage`` and ``by_reason_code`` (of the logged decision), ``transitions``
         (``old -> new`` destination counts), ``examples``, and ``unreplayable`` records
-        with the error for each (e.g. a hashed sensitive fact a rule reads).
+        with the error for each: a record whose sensitive facts are stored hashed and read
+        by one of the router's rules cannot be replayed faithfully, and is counted here.
     """
     n = mismatches = reason_changes = unreplayable = 0
     by_stage: dict[str, dict[str, int]] = {}
@@ -71,7 +72,24 @@ def replay(
     transitions: Counter[str] = Counter()
     examples: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
+    rules = getattr(router, "rules", None)
+    read_by_rules = {f for rule in getattr(rules, "rules", ()) for f in rule.facts_read()}
     for pos, rec in enumerate(records):
+        hashed = set((rec.get("detail") or {}).get("hashed_facts") or ()) & read_by_rules
+        if hashed:
+            # the log holds salted hashes of these facts, and a rule reads them: the input
+            # cannot be reconstructed, so the record is reported rather than mis-replayed
+            unreplayable += 1
+            if len(errors) < max_examples:
+                errors.append(
+                    {
+                        "position": pos,
+                        "snapshot_hash": rec.get("snapshot_hash"),
+                        "error": f"sensitive fact(s) {', '.join(sorted(hashed))} are stored hashed "
+                        "and read by a rule",
+                    }
+                )
+            continue
         try:
             new = router.replay(rec, rescore=rescore)
         except UserInputError as exc:

@@ -383,7 +383,7 @@ class HybridRouter:
     def _from_outcome(self, prepared: dict[str, Any], sc: _Scored, outcome: Any) -> Decision:
         detail: dict[str, Any] = {
             "classifier": {"labels": sc.labels, "scores": sc.scores},
-            "action": outcome.action,
+            "policy_action": outcome.action,
             "threshold_name": outcome.threshold_name,
         }
         if outcome.oos_score is not None:

@@ -131,7 +131,7 @@ class SparkRouter:
             F.get_json_object(decision, "$.rule_id").alias("rule_id"),
             # as evaluate_router's rows: "rule" for rule decisions, else the policy's action
             F.when(d["stage"] == "rule", F.lit("rule"))
-            .otherwise(F.get_json_object(decision, "$.detail.action"))
+            .otherwise(F.get_json_object(decision, "$.detail.policy_action"))
             .alias("action"),
             d["snapshot_hash"].alias("snapshot_hash"),
             decision.alias("decision"),
