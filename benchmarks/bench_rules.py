@@ -48,23 +48,40 @@ def fact_sets(n: int, seed: int = 0) -> list[dict]:
 
 
 def run(n: int, repeats: int = 3) -> dict:
+    """Two figures from the same run.
+
+    ``decisions_per_s``: decisions produced one at a time and handed on (as a service or a
+    logging pipeline does), so only a bounded number are alive at once.
+    ``decisions_per_s_kept``: ``decide_many`` over the whole input, keeping every record in
+    one list; with n records alive Python's cyclic garbage collector rescans them, which
+    costs a large share at n = 100,000.
+    """
     rules = load_rules(RULES)
     facts = fact_sets(n)
     rules.decide_many(facts[:1000])  # warm-up
+    decide = rules.decide
+    by_reason: dict[str, int] = {}
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        decisions = rules.decide_many(facts)
+        for f in facts:
+            d = decide(f)
+            by_reason[d.reason_code] = by_reason.get(d.reason_code, 0) + 1
         best = min(best, time.perf_counter() - t0)
-    by_reason: dict[str, int] = {}
-    for d in decisions:
-        by_reason[d.reason_code] = by_reason.get(d.reason_code, 0) + 1
+    best_kept = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        decisions = rules.decide_many(facts)
+        best_kept = min(best_kept, time.perf_counter() - t0)
+        del decisions
+    by_reason = {k: v // repeats for k, v in sorted(by_reason.items())}
     return {
         "benchmark": "rules",
         "n": n,
         "decisions_per_s": n / best,
         "us_per_decision": best / n * 1e6,
-        "by_reason_code": dict(sorted(by_reason.items())),
+        "decisions_per_s_kept": n / best_kept,
+        "by_reason_code": by_reason,
     }
 
 
@@ -79,8 +96,10 @@ def main() -> None:
         return
     print(
         f"rule layer: {res['decisions_per_s']:,.0f} decisions/s "
-        f"({res['us_per_decision']:.2f} us each, n={res['n']:,}, full Decision + snapshot hash)"
+        f"({res['us_per_decision']:.2f} us each, n={res['n']:,}, full Decision + snapshot hash, "
+        "produced one at a time; target >= 100,000/s)"
     )
+    print(f"  all {res['n']:,} kept in one list (decide_many): {res['decisions_per_s_kept']:,.0f}/s")
     print("decisions by reason code:", res["by_reason_code"])
 
 

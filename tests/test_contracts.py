@@ -255,3 +255,4 @@ def test_round_trip_and_hash_hold_for_any_json_snapshot(snapshot):
 def test_fast_hash_equals_general_hash_for_validated_facts(facts):
     valid = SCHEMA.validate(facts)
     assert hash_canonical({"facts": valid}) == snapshot_hash({"facts": valid})
+    assert SCHEMA.canonical_json(valid) == canonical_json(valid)

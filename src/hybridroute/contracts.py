@@ -185,6 +185,34 @@ def hash_canonical(snapshot: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+_encode_str = json.encoder.encode_basestring  # the C function json.dumps uses (ensure_ascii=False)
+
+
+def _encode_canonical(v: Any) -> str:
+    """JSON text of one canonical value, exactly as ``json.dumps`` with sorted keys writes it."""
+    t = type(v)
+    if t is str:
+        return _encode_str(v)
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return int.__repr__(v)
+    if v is None:
+        return "null"
+    if t is float:
+        return float.__repr__(v)
+    if t is tuple:
+        return "[" + ",".join([_encode_canonical(x) for x in v]) + "]"
+    return json.dumps(
+        v,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+        default=_json_default,
+    )
+
+
 def _freeze(obj: Any) -> Any:
     """Read-only copy: mappings become MappingProxyType, lists tuples (already-frozen kept)."""
     t = type(obj)
@@ -414,6 +442,7 @@ class FactSchema:
     specs: tuple[FactSpec, ...]
     extra: str = "forbid"
     _by_name: Mapping[str, FactSpec] = field(init=False, repr=False, compare=False)
+    _sorted_keys: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         specs = tuple(self.specs)
@@ -426,6 +455,9 @@ class FactSchema:
             raise ValueError("extra must be 'forbid' or 'ignore'")
         object.__setattr__(self, "specs", specs)
         object.__setattr__(self, "_by_name", MappingProxyType(by_name))
+        object.__setattr__(
+            self, "_sorted_keys", tuple((name, _encode_str(name) + ":") for name in sorted(by_name))
+        )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -466,6 +498,17 @@ class FactSchema:
             else:
                 raise FactsError("required fact is missing", field=name)
         return out
+
+    def canonical_json(self, valid: Mapping[str, Any]) -> str:
+        """Canonical JSON of facts returned by :meth:`validate` (what :func:`canonical_json`
+        gives for them), written directly from the declared names for speed."""
+        return (
+            "{"
+            + ",".join(
+                [prefix + _encode_canonical(valid[name]) for name, prefix in self._sorted_keys]
+            )
+            + "}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {s.name: s.to_dict() for s in self.specs}

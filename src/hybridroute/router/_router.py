@@ -23,6 +23,8 @@ can be replayed through another policy without the classifier (:meth:`HybridRout
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -241,7 +243,13 @@ class HybridRouter:
         evidence = item.get("evidence")
         if evidence is not None:
             snapshot["evidence"] = _plain_evidence(evidence)
-        digest = hash_canonical(snapshot)
+        if evidence is None:
+            # validated facts are canonical: write the snapshot's JSON straight from the schema
+            text_json = "" if text is None else ',"text":' + json.encoder.encode_basestring(text)
+            canon = '{"facts":' + self.rules.schema.canonical_json(valid) + text_json + "}"
+            digest = hashlib.sha256(canon.encode("utf-8")).hexdigest()
+        else:
+            digest = hash_canonical(snapshot)
         if evidence is None:
             # validated facts are canonical and frozen already: a read-only view suffices
             snapshot["facts"] = MappingProxyType(valid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -13,7 +14,6 @@ from ..contracts import (
     FactSpec,
     Stage,
     Vocabulary,
-    hash_canonical,
 )
 from ..exceptions import FactsError, RuleSetError, UndeclaredValueError
 from ._conditions import CompiledCondition, ConditionError, compile_condition
@@ -304,8 +304,10 @@ class RuleSet:
         """Validate ``facts`` and return the full rule-stage :class:`Decision`."""
         valid = self.validate_facts(facts)
         found = self.match(valid) or self._default_match
-        snapshot = {"facts": valid}
-        digest = hash_canonical(snapshot)  # validated facts are canonical already
+        # validated facts are canonical: write their JSON straight from the schema
+        digest = hashlib.sha256(
+            ('{"facts":' + self.schema.canonical_json(valid) + "}").encode()
+        ).hexdigest()
         return Decision(
             router=self.name,
             router_version=self.version,
