@@ -197,3 +197,15 @@ def test_failed_flush_keeps_the_batch(tmp_path):
     other.close()
     assert log.flush() == 5
     log.close()
+
+
+def test_redacting_a_decision_directly_equals_redacting_its_dict():
+    from hybridroute.contracts import Decision
+
+    d = Decision(router="r", router_version="1", stage="rule", allowed_destinations=("fail",),
+                 selected_destination="fail", reason_code="default_exit",
+                 input_snapshot={"facts": {"a": [1, 2], "email": "x@example.com"}, "text": "t"},
+                 detail={"x": [1, {"email": "x@example.com"}]})
+    r = Redactor(["email"], salt="s")
+    assert r.apply_decision(d) == r.apply(d.to_dict())
+    assert list(r.apply_decision(d)) == list(d.to_dict())

@@ -99,7 +99,7 @@ def as_proba(values: Any, name: str = "proba") -> np.ndarray:
         raise ValueError(f"{name} must have shape (n_items, n_classes >= 2), got {arr.shape}")
     if arr.shape[0] == 0:
         raise ValueError(f"{name} is empty")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+    if not np.isfinite(arr).all() or (arr < 0).any():
         raise ValueError(f"{name} must hold finite, non-negative probabilities")
     return arr
 

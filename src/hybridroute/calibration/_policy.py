@@ -441,8 +441,10 @@ class Policy:
 
     def calibrate(self, proba: Any) -> np.ndarray:
         """Calibrated probabilities for a matrix ``(n_items, n_classes)`` in ``classes`` order."""
-        p = as_proba(proba)
-        if p.shape[1] != len(self.classes):
+        return self._calibrate(as_proba(proba))
+
+    def _calibrate(self, p: np.ndarray) -> np.ndarray:
+        if p.shape[1] != len(self._doc["classes"]):
             raise ValueError(
                 f"proba has {p.shape[1]} columns; the policy's label set has {len(self.classes)}"
             )
@@ -457,8 +459,9 @@ class Policy:
         self, proba: Any, oos_scores: Sequence[float] | None = None
     ) -> list[PolicyOutcome]:
         """Outcomes for a probability matrix whose columns follow ``classes``."""
-        p = self.calibrate(proba)
         raw = as_proba(proba)
+        p = self._calibrate(raw)
+        classes = self._doc["classes"]
         top = raw.argmax(axis=1)  # the label never changes; only the scores are recalibrated
         rows = np.arange(len(p))
         conf = p[rows, top]
@@ -469,7 +472,7 @@ class Policy:
             raise ValueError(f"oos_scores has {len(oos_scores)} entries for {len(p)} items")
         o = self._doc["thresholds"]["oos"]
         label_col = (
-            self.classes.index(o["label"])
+            classes.index(o["label"])
             if o is not None and o["score"] == "label_probability"
             else None
         )
@@ -479,7 +482,7 @@ class Policy:
             if label_col is not None:
                 ext = float(p[i, label_col])
             out.append(
-                self._decide(self.classes[top[i]], float(conf[i]), float(conf[i] - second[i]), ext)
+                self._decide(classes[top[i]], float(conf[i]), float(conf[i] - second[i]), ext)
             )
         return out
 

@@ -159,7 +159,7 @@ class DecisionLog:
         self, decision: Decision, *, item_id: str | None = None, at: float | None = None
     ) -> None:
         """Buffer one decision; a full buffer is written in one transaction."""
-        record = self._redactor.apply(decision.to_dict())
+        record = self._redactor.apply_decision(decision)
         self._buffer.append(
             (
                 _now_iso(at),

@@ -20,9 +20,10 @@ import hmac
 import os
 import re
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
-from ..contracts import canonical_json
+from ..contracts import RECORD_VERSION, canonical_json
 from ..exceptions import UserInputError
 
 __all__ = ["REDACTED", "Redactor"]
@@ -115,7 +116,7 @@ class Redactor:
             return self.scrub_text(value)
         if value is None or t is int or t is float or t is bool:
             return value
-        if t is dict or isinstance(value, Mapping):
+        if t is dict or t is MappingProxyType or isinstance(value, Mapping):
             return {k: self._scrub(v, str(k)) for k, v in value.items()}
         if t is list or t is tuple:
             return [self._scrub(v) for v in value]
@@ -139,12 +140,13 @@ class Redactor:
             return [self._hash_named(v, hashed) for v in value]
         return value
 
-    def apply(self, record: dict[str, Any]) -> dict[str, Any]:
-        """A redacted copy of a decision record (``Decision.to_dict()`` shape)."""
+    def apply(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """A redacted, plain-JSON copy of a decision record (``Decision.to_dict()`` shape,
+        or a :class:`~hybridroute.contracts.Decision`'s read-only views)."""
         out = dict(record)
         snap = dict(out.get("input_snapshot") or {})
         facts = snap.get("facts")
-        hashed = []
+        hashed: list[str] = []
         if isinstance(facts, Mapping) and self.sensitive_fields:
             facts = dict(facts)
             for name in sorted(self.sensitive_fields & set(facts)):
@@ -153,15 +155,35 @@ class Redactor:
                     hashed.append(name)
             snap["facts"] = facts
         out["input_snapshot"] = self._scrub(snap)
-        # a rule's diagnosis may echo a fact value (e.g. the risk guard's "action")
-        detail = (
-            self._hash_named(out.get("detail") or {}, hashed)
-            if self.sensitive_fields
-            else out.get("detail") or {}
-        )
-        out["detail"] = self._scrub(detail)
+        detail = out.get("detail") or {}
+        if self.sensitive_fields:
+            # a rule's diagnosis may echo a fact value (e.g. the risk guard's "action")
+            detail = self._hash_named(detail, hashed)
+        detail = self._scrub(detail)
         if hashed:
-            detail = dict(out["detail"])
             detail["hashed_facts"] = hashed
-            out["detail"] = detail
+        out["detail"] = detail
         return out
+
+    def apply_decision(self, decision: Any) -> dict[str, Any]:
+        """:meth:`apply` straight from a Decision, without thawing it first."""
+        return self.apply(
+            {
+                "record_version": RECORD_VERSION,
+                "router": decision.router,
+                "router_version": decision.router_version,
+                "stage": str(decision.stage),
+                "selected_destination": decision.selected_destination,
+                "allowed_destinations": list(decision.allowed_destinations),
+                "reason_code": str(decision.reason_code),
+                "evidence_ids": list(decision.evidence_ids),
+                "input_snapshot": decision.input_snapshot,
+                "snapshot_hash": decision.snapshot_hash,
+                "rule_id": decision.rule_id,
+                "label": decision.label,
+                "confidence": decision.confidence,
+                "threshold": decision.threshold,
+                "margin": decision.margin,
+                "detail": decision.detail,
+            }
+        )
