@@ -8,6 +8,10 @@ stack (hybridroute's seam -> instructor -> litellm -> OpenAI SDK -> HTTP): label
 second against a server with fixed latency, the requests a cached rerun makes, and how
 injected faults end (label, or abstention with a reason code) within the retry budgets.
 
+With ``--cascade`` it also counts the requests the cascade (local classifier first, a
+fitted escalation threshold) saves against sending every text to the LLM
+(:func:`run_cascade`).
+
 Targets (issue 4): >= 100 labels/s with 200 ms latency and concurrency 32 (the bound is
 concurrency / latency = 160 labels/s); a second run of the same texts makes 0 requests.
 The stand-in runs in its own process (``--in-process`` to share this one) so that the
@@ -147,6 +151,82 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def run_cascade(args: argparse.Namespace) -> dict[str, Any]:
+    """LLM requests the cascade saves on the support-tickets test split.
+
+    The local classifier is fitted on the train split; the escalation threshold is fitted
+    on the calibration split by :class:`CertifiedPrecisionThreshold` (target
+    ``args.cascade_target``, delta ``args.cascade_delta``), never typed in. The same test
+    texts then go (a) all to the LLM classifier and (b) through the cascade (local first,
+    the LLM below the threshold); the saving is ``1 - requests(b) / requests(a)``. The
+    stand-in answers each test text's gold label (an oracle stand-in), so the cascade's
+    accuracy here is an upper bound, not an LLM's; the precision of the items kept local
+    is the local classifier's own.
+    """
+    import numpy as np
+
+    from hybridroute.calibration import CertifiedPrecisionThreshold
+    from hybridroute.classifiers import CascadeClassifier, LocalClassifier
+    from hybridroute.datasets import load_dataset
+    from hybridroute.testing import LabelMapPolicy
+
+    ds = load_dataset("support-tickets")
+    train, cal, test = ds.split("train"), ds.split("calibration"), ds.split("test")
+    local = LocalClassifier(Cs=(10.0,), random_state=args.seed).fit(train.texts, train.y)
+    classes = [str(c) for c in local.classes_]
+    proba = local.predict_proba(cal.texts)
+    top = proba.argmax(axis=1)
+    correct = np.asarray(classes)[top] == np.asarray([str(y) for y in cal.y])
+    fitter = CertifiedPrecisionThreshold(args.cascade_target, args.cascade_delta)
+    fitter.fit(proba.max(axis=1), correct)
+    gold = {t: str(y) for t, y in zip(test.texts, test.y, strict=True)}
+    policy = LabelMapPolicy(gold)
+    cls = StandInLLM if args.in_process else StandInProcess
+    settings = RetrySettings(timeout=max(5.0, 10 * args.latency), seed=args.seed)
+    with cls(policy, seed=args.seed, latency=args.latency) as server:
+        llm = LLMClassifier(
+            args.model,
+            api_base=server.api_base,
+            max_concurrency=args.concurrency,
+            seed=args.seed,
+            retry=settings,
+        ).fit(classes, classes)
+        llm.classify(["warm-up text, not timed"])
+        server.reset_stats()
+        all_llm = llm.classify(test.texts)
+        all_requests = server.stats().get("requests", 0)
+        server.reset_stats()
+        cascade = CascadeClassifier.from_fitted(local, llm, policy=fitter)
+        batch = cascade.classify(test.texts)
+        cascade_requests = server.stats().get("requests", 0)
+    kept = ~batch.escalated
+    local_pred = [r.top for r in local.rank(test.texts, k=1)]
+    y = [str(v) for v in test.y]
+    kept_correct = [local_pred[i] == y[i] for i in np.flatnonzero(kept)]
+    cascade_pred = [r.top for r in batch.ranked]
+    return {
+        "note": "stand-in answers the gold label (oracle): request counts are real, "
+        "accuracy is an upper bound",
+        "n_texts": len(test.texts),
+        "threshold": float(fitter.threshold_),
+        "threshold_fitter": f"CertifiedPrecisionThreshold(target={args.cascade_target}, "
+        f"delta={args.cascade_delta}) on {len(cal.texts)} calibration rows",
+        "all_llm_requests": all_requests,
+        "all_llm_client_requests": all_llm.report.requests,
+        "cascade_requests": cascade_requests,
+        "cascade_client_requests": batch.report.requests,
+        "escalated": int(batch.escalated.sum()),
+        "requests_saved": all_requests - cascade_requests,
+        "share_saved": 1.0 - cascade_requests / all_requests if all_requests else None,
+        "kept_local_precision": sum(kept_correct) / len(kept_correct) if kept_correct else None,
+        "local_accuracy": sum(p == g for p, g in zip(local_pred, y, strict=True)) / len(y),
+        "cascade_accuracy_oracle_standin": sum(p == g for p, g in zip(cascade_pred, y, strict=True))
+        / len(y),
+        "cascade_seconds": batch.report.seconds,
+        "all_llm_seconds": all_llm.report.seconds,
+    }
+
+
 def print_report(r: dict[str, Any]) -> None:
     print("=" * 78)
     print("LLM classifier against the STAND-IN LLM -- plumbing figures, NOT LLM accuracy")
@@ -205,12 +285,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--in-process", action="store_true", help="serve from this process")
     parser.add_argument("--no-faults", action="store_true", help="skip the fault run")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--cascade", action="store_true", help="also measure the requests the cascade saves"
+    )
+    parser.add_argument("--cascade-target", type=float, default=0.85, help="certified precision")
+    parser.add_argument("--cascade-delta", type=float, default=0.05)
     args = parser.parse_args(argv)
     result = run(args)
+    if args.cascade:
+        result["cascade"] = run_cascade(args)
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         print_report(result)
+        if "cascade" in result:
+            c = result["cascade"]
+            print(
+                f"cascade   : {c['cascade_requests']} LLM requests vs {c['all_llm_requests']} "
+                f"all-LLM on {c['n_texts']} texts ({c['share_saved']:.1%} saved; threshold "
+                f"{c['threshold']:.3f} from {c['threshold_fitter']}); kept-local precision "
+                f"{c['kept_local_precision']:.3f}"
+            )
     return 0
 
 

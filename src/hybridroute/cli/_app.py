@@ -43,6 +43,7 @@ _COMMAND_MODULES = (
     "_evaluate",
     "_experiment",
     "_spark",
+    "_bench",
     "_demo",
 )
 

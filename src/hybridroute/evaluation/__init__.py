@@ -5,6 +5,8 @@
   exact test and a paired bootstrap of the accuracy difference).
 * :func:`write_report` -- JSON, Markdown, a self-contained HTML page with plots, and an
   errors file.
+* :func:`evaluate_stream` -- the same metrics in constant memory over rows streamed from
+  disk (:class:`LabelledStream` reads JSONL / CSV row by row); :class:`StreamEvaluation`.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from typing import Any
 from ._evaluate import Evaluation, evaluate_classifier, evaluate_router
 from ._report import write_report
 from ._stats import bootstrap_ci, macro_f1, mcnemar, paired_bootstrap
+from ._streaming import LabelledStream, StreamEvaluation, evaluate_stream
 
 __all__ = [
     "Evaluation",
+    "LabelledStream",
+    "StreamEvaluation",
     "bootstrap_ci",
     "compare",
     "evaluate_classifier",
     "evaluate_router",
+    "evaluate_stream",
     "macro_f1",
     "mcnemar",
     "paired_bootstrap",
