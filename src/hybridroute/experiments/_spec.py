@@ -71,18 +71,6 @@ _CLASSIFIER_KEYS = ("kind", "params")
 #: Classifier kinds an experiment can train, by spec name (the local classifier only: an
 #: experiment must run offline and reproducibly).
 CLASSIFIER_KINDS = ("local",)
-_LOCAL_PARAMS = (
-    "Cs",
-    "word_ngram_range",
-    "char_ngram_range",
-    "sublinear_tf",
-    "min_df",
-    "lowercase",
-    "validation_fraction",
-    "max_iter",
-    "tol",
-    "random_state",
-)
 
 
 class SpecReader:
@@ -395,7 +383,11 @@ def build_spec(doc: Any, reader: SpecReader) -> ExperimentSpec:
     clf_doc = top.get("classifier", {"kind": "local"})
     clf = reader.mapping(clf_doc, "classifier", keys=_CLASSIFIER_KEYS)
     clf_kind = reader.string(clf.get("kind", "local"), "classifier.kind", choices=CLASSIFIER_KINDS)
-    params = reader.mapping(clf.get("params") or {}, "classifier.params", keys=_LOCAL_PARAMS)
+    from ..classifiers import LocalClassifier
+
+    # the spec accepts exactly the local classifier's constructor parameters
+    local_params = tuple(LocalClassifier().get_params())
+    params = reader.mapping(clf.get("params") or {}, "classifier.params", keys=local_params)
     params = _classifier_params(params, reader)
     params.setdefault("random_state", seed)
 
