@@ -62,7 +62,12 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "rules": {"n": 50_000, "repeats": 3},
         "langgraph": {"n": 20_000, "graph_n": 1_000, "repeats": 3},
         "router": {"n": 10_000},
-        "classifiers": {"datasets": "banking77", "latency_texts": 300, "repeats": 2},
+        "classifiers": {
+            "datasets": "banking77",
+            "latency_texts": 300,
+            "repeats": 2,
+            "families": "local,embedding-onnx",
+        },
         "calibration": {"datasets": "banking77,clinc150", "resplits": 200, "full_resplits": 200},
         "llm": {"n": 500, "latency": 0.2, "concurrency": 32, "faults": True},
         "records": {"n": 10_000, "repeats": 2},

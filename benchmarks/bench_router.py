@@ -31,16 +31,31 @@ from hybridroute.records import DecisionLog
 from hybridroute.router import HybridRouter
 from hybridroute.rules import load_rules
 
-RULES = Path(__file__).resolve().parent.parent / "src" / "hybridroute" / "examples" / "support_rules.yaml"
+RULES = (
+    Path(__file__).resolve().parent.parent
+    / "src"
+    / "hybridroute"
+    / "examples"
+    / "support_rules.yaml"
+)
 
 
 def build_router() -> tuple[HybridRouter, object]:
     ds = load_dataset("support-tickets")
     train, cal = ds.split("train"), ds.split("calibration")
     clf = LocalClassifier(Cs=(10.0,)).fit(train.texts, train.y)
-    policy = fit_policy(clf.predict_proba(cal.texts), cal.y, list(clf.classes_), objective="precision",
-                        target=0.85, delta=0.1, oos_label=ds.oos_label)
-    return HybridRouter(rules=load_rules(RULES), classifier=clf, policy=policy, name="bench", version="1"), ds
+    policy = fit_policy(
+        clf.predict_proba(cal.texts),
+        cal.y,
+        list(clf.classes_),
+        objective="precision",
+        target=0.85,
+        delta=0.1,
+        oos_label=ds.oos_label,
+    )
+    return HybridRouter(
+        rules=load_rules(RULES), classifier=clf, policy=policy, name="bench", version="1"
+    ), ds
 
 
 def rule_stage_with_logging(router: HybridRouter, n: int, batch: int = 1000) -> dict:
@@ -71,7 +86,12 @@ def rule_stage_with_logging(router: HybridRouter, n: int, batch: int = 1000) -> 
             best = min(best, time.perf_counter() - t0)
             with DecisionLog(path) as log:
                 assert log.count() == n
-    return {"n": n, "batch_size": batch, "seconds": round(best, 4), "decisions_per_s": round(n / best, 1)}
+    return {
+        "n": n,
+        "batch_size": batch,
+        "seconds": round(best, 4),
+        "decisions_per_s": round(n / best, 1),
+    }
 
 
 def overhead(router: HybridRouter, ds, n_texts: int = 300, repeats: int = 5) -> dict:
@@ -92,14 +112,21 @@ def overhead(router: HybridRouter, ds, n_texts: int = 300, repeats: int = 5) -> 
             bare.append(t1 - t0)
             routed.append(t2 - t1)
     b, r = statistics.median(bare), statistics.median(routed)
-    return {"texts": len(texts), "classifier_p50_ms": round(b * 1e3, 4), "router_p50_ms": round(r * 1e3, 4),
-            "overhead": round(r / b - 1.0, 4)}
+    return {
+        "texts": len(texts),
+        "classifier_p50_ms": round(b * 1e3, 4),
+        "router_p50_ms": round(r * 1e3, 4),
+        "overhead": round(r / b - 1.0, 4),
+    }
 
 
 def run(n: int) -> dict:
     router, ds = build_router()
-    return {"benchmark": "router", "rule_stage_with_logging": rule_stage_with_logging(router, n),
-            "overhead_over_classifier": overhead(router, ds)}
+    return {
+        "benchmark": "router",
+        "rule_stage_with_logging": rule_stage_with_logging(router, n),
+        "overhead_over_classifier": overhead(router, ds),
+    }
 
 
 def main() -> None:
@@ -113,10 +140,14 @@ def main() -> None:
         return
     r = res["rule_stage_with_logging"]
     o = res["overhead_over_classifier"]
-    print(f"rule-stage decisions with logging: {r['decisions_per_s']:,.0f}/s "
-          f"(n={r['n']:,}, batches of {r['batch_size']}; target >= 20,000/s)")
-    print(f"router overhead over the bare local classifier: {o['overhead']:+.1%} "
-          f"(router p50 {o['router_p50_ms']:.3f} ms vs classifier p50 {o['classifier_p50_ms']:.3f} ms; target <= 10%)")
+    print(
+        f"rule-stage decisions with logging: {r['decisions_per_s']:,.0f}/s "
+        f"(n={r['n']:,}, batches of {r['batch_size']}; target >= 20,000/s)"
+    )
+    print(
+        f"router overhead over the bare local classifier: {o['overhead']:+.1%} "
+        f"(router p50 {o['router_p50_ms']:.3f} ms vs classifier p50 {o['classifier_p50_ms']:.3f} ms; target <= 10%)"
+    )
 
 
 if __name__ == "__main__":

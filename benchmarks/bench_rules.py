@@ -99,7 +99,9 @@ def main() -> None:
         f"({res['us_per_decision']:.2f} us each, n={res['n']:,}, full Decision + snapshot hash, "
         "produced one at a time; target >= 100,000/s)"
     )
-    print(f"  all {res['n']:,} kept in one list (decide_many): {res['decisions_per_s_kept']:,.0f}/s")
+    print(
+        f"  all {res['n']:,} kept in one list (decide_many): {res['decisions_per_s_kept']:,.0f}/s"
+    )
     print("decisions by reason code:", res["by_reason_code"])
 
 

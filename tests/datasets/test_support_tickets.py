@@ -15,8 +15,11 @@ RULES = load_rules(ROOT / "src" / "hybridroute" / "examples" / "support_rules.ya
 
 
 def test_built_file_is_up_to_date_with_its_sources():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_support_tickets.py"), "--check"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_support_tickets.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -34,12 +37,27 @@ def test_gold_next_step_agrees_with_the_example_rules():
         else:
             label = ds.y[i]
             tags = frame["tags"].iloc[i] if "tags" in frame.columns else []
-            expected = "human_review" if label == "out_of_scope" else "ask_user" if "ambiguous" in (tags or []) else label
+            expected = (
+                "human_review"
+                if label == "out_of_scope"
+                else "ask_user"
+                if "ambiguous" in (tags or [])
+                else label
+            )
             assert gold == expected, (ds.ids[i], gold, expected)
     # every rule branch is exercised
-    for reason in ("permission_denied", "tool_error_retry", "retry_budget_exhausted", "tool_error_fatal",
-                   "high_risk_amount", "sensitive_action", "step_budget_exceeded", "route_oscillation",
-                   "evidence_complete", "missing_user_fields"):
+    for reason in (
+        "permission_denied",
+        "tool_error_retry",
+        "retry_budget_exhausted",
+        "tool_error_fatal",
+        "high_risk_amount",
+        "sensitive_action",
+        "step_budget_exceeded",
+        "route_oscillation",
+        "evidence_complete",
+        "missing_user_fields",
+    ):
         assert branches[reason] >= 20, reason
 
 

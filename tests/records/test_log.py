@@ -120,11 +120,14 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
         subprocess.Popen(
             [sys.executable, "-c", WRITER, str(EXAMPLE), str(path), "50", "3000", tag],
             stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for tag in ("a", "b")
     ]
     for p in procs:
-        assert p.wait(timeout=120) == 0
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
     with DecisionLog(path) as log:
         ids = [r["item_id"] for r in log.rows()]
     assert len(ids) == 6000
@@ -202,10 +205,16 @@ def test_failed_flush_keeps_the_batch(tmp_path):
 def test_redacting_a_decision_directly_equals_redacting_its_dict():
     from hybridroute.contracts import Decision
 
-    d = Decision(router="r", router_version="1", stage="rule", allowed_destinations=("fail",),
-                 selected_destination="fail", reason_code="default_exit",
-                 input_snapshot={"facts": {"a": [1, 2], "email": "x@example.com"}, "text": "t"},
-                 detail={"x": [1, {"email": "x@example.com"}]})
+    d = Decision(
+        router="r",
+        router_version="1",
+        stage="rule",
+        allowed_destinations=("fail",),
+        selected_destination="fail",
+        reason_code="default_exit",
+        input_snapshot={"facts": {"a": [1, 2], "email": "x@example.com"}, "text": "t"},
+        detail={"x": [1, {"email": "x@example.com"}]},
+    )
     r = Redactor(["email"], salt="s")
     assert r.apply_decision(d) == r.apply(d.to_dict())
     assert list(r.apply_decision(d)) == list(d.to_dict())

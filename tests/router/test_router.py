@@ -142,10 +142,16 @@ def test_label_map_is_checked_at_build(rules, local_clf, policy, empirical_polic
         HybridRouter(rules=rules, classifier=local_clf, policy=empirical_policy_factory(INTENTS))
 
 
-@pytest.mark.parametrize("text", ['plain', 'quotes " and \\\\ backslash', "ünïcødé ✓ 😀", "\n\ttabs", ""])
+@pytest.mark.parametrize(
+    "text", ["plain", 'quotes " and \\\\ backslash', "ünïcødé ✓ 😀", "\n\ttabs", ""]
+)
 def test_snapshot_hash_equals_the_hash_of_the_recorded_snapshot(router, text):
     from hybridroute.contracts import snapshot_hash
 
-    for facts in ({}, {"amount": 12.0, "missing_user_fields": ["a", "é"]}, {"has_permission": False}):
+    for facts in (
+        {},
+        {"amount": 12.0, "missing_user_fields": ["a", "é"]},
+        {"has_permission": False},
+    ):
         d = router.route(facts, text)
         assert d.snapshot_hash == snapshot_hash(d.input_snapshot)

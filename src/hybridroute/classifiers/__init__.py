@@ -5,6 +5,8 @@
 * :class:`LLMClassifier` -- an LLM constrained to the label set through instructor over
   litellm, with label repair, transport retries, abstentions, cache and cost accounting.
 * :class:`CascadeClassifier` -- the local classifier first, the LLM for the rest.
+* :class:`EmbeddingClassifier` -- sentence embeddings (all-MiniLM-L6-v2 by default) plus
+  the TF-IDF block into a linear head; needs the ``embeddings`` extra (torch).
 * :func:`load_classifier` -- load any saved classifier directory (code-free formats only).
 
 Names resolve lazily so that importing this package pulls in neither scikit-learn nor
@@ -24,6 +26,7 @@ _LAZY = {
     "RetrySettings": "._retry",
     "PromptTemplate": "._prompt",
     "CascadeClassifier": "._cascade",
+    "EmbeddingClassifier": "._embedding",
     "load_classifier": "._persistence",
 }
 
@@ -31,6 +34,7 @@ __all__ = ["IntentClassifier", "RankedLabels", *sorted(_LAZY)]
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._cascade import CascadeClassifier
+    from ._embedding import EmbeddingClassifier
     from ._llm import LLMClassifier
     from ._local import LocalClassifier
     from ._persistence import load_classifier

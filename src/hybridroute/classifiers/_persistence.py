@@ -104,6 +104,7 @@ _REGISTRY: dict[str, str] = {
     "local": "hybridroute.classifiers._local:LocalClassifier",
     "llm": "hybridroute.classifiers._llm:LLMClassifier",
     "cascade": "hybridroute.classifiers._cascade:CascadeClassifier",
+    "embedding": "hybridroute.classifiers._embedding:EmbeddingClassifier",
 }
 
 # Packages whose versions are recorded in every manifest (when installed).

@@ -50,8 +50,14 @@ def print_decision(decision: Any) -> None:
     detail = dict(d["detail"])
     ranking = detail.pop("classifier", None)
     if ranking and ranking.get("labels"):
-        top = sorted(zip(ranking["labels"], ranking["scores"], strict=True), key=lambda x: -x[1])[:3]
-        typer.echo("ranking     : " + ", ".join(f"{lab} {score:.3f}" for lab, score in top) + " (raw scores)")
+        top = sorted(zip(ranking["labels"], ranking["scores"], strict=True), key=lambda x: -x[1])[
+            :3
+        ]
+        typer.echo(
+            "ranking     : "
+            + ", ".join(f"{lab} {score:.3f}" for lab, score in top)
+            + " (raw scores)"
+        )
     if detail:
         typer.echo(f"detail      : {json.dumps(detail, ensure_ascii=False)}")
     typer.echo(f"router      : {d['router']} {d['router_version']}")

@@ -42,6 +42,7 @@ class ClassifierKind(StrEnum):
     local = "local"
     llm = "llm"
     cascade = "cascade"
+    embedding = "embedding"
 
 
 class OosMode(StrEnum):
@@ -157,6 +158,22 @@ def build_local(rows: _Rows, *, seed: int, cs: tuple[float, ...] | None) -> Inte
     return clf.fit(rows.texts, rows.labels)
 
 
+def build_embedding(
+    rows: _Rows, *, seed: int, model: str | None, backend: str | None
+) -> IntentClassifier:
+    """Fit the embedding classifier (validation split for its choices when there is one)."""
+    from ..classifiers._embedding import fit_from_cli
+
+    return fit_from_cli(
+        rows.texts,
+        rows.labels,
+        validation=rows.validation,
+        seed=seed,
+        model=model,
+        backend=backend,
+    )
+
+
 def _llm_options(options: dict[str, Any], seed: int) -> dict[str, Any]:
     from ..exceptions import SpecError
 
@@ -203,7 +220,7 @@ def _available(kind: ClassifierKind) -> None:
 
     from ..exceptions import UserInputError
 
-    module = {"llm": "_llm", "cascade": "_cascade"}.get(kind.value)
+    module = {"llm": "_llm", "cascade": "_cascade", "embedding": "_embedding"}.get(kind.value)
     if module is None:
         return
     if importlib.util.find_spec(f"hybridroute.classifiers.{module}") is None:
@@ -315,6 +332,15 @@ def train(
         help="cascade: local confidence below which an item goes to the LLM (a fitted "
         "value, e.g. from `hybridroute calibrate`).",
     ),
+    embedding_model: str | None = typer.Option(
+        None,
+        "--embedding-model",
+        help="embedding: sentence-transformers model directory or hub name (default "
+        "sentence-transformers/all-MiniLM-L6-v2).",
+    ),
+    embedding_backend: str | None = typer.Option(
+        None, "--embedding-backend", help="embedding: torch (default) or onnx."
+    ),
     data_dir: Path | None = typer.Option(
         None,
         "--data-dir",
@@ -382,6 +408,8 @@ def train(
     started = time.perf_counter()
     if classifier is ClassifierKind.local:
         clf = build_local(rows, seed=seed, cs=grid)
+    elif classifier is ClassifierKind.embedding:
+        clf = build_embedding(rows, seed=seed, model=embedding_model, backend=embedding_backend)
     elif classifier is ClassifierKind.llm:
         clf = build_llm(rows, seed=seed, llm_options=llm_options)
     else:
@@ -413,8 +441,19 @@ def train(
         }
     if classifier is ClassifierKind.cascade:
         report["escalate_below"] = escalate_below
+    if classifier is ClassifierKind.embedding:
+        report["embedding"] = {
+            **clf.cv_results_["best"],  # type: ignore[attr-defined]
+            "validation_source": clf.cv_results_["validation_source"],  # type: ignore[attr-defined]
+            "n_validation": clf.cv_results_["n_validation"],  # type: ignore[attr-defined]
+            **clf.embedding_stats_,  # type: ignore[attr-defined]
+        }
 
-    do_eval = evaluate if evaluate is not None else classifier is ClassifierKind.local
+    do_eval = (
+        evaluate
+        if evaluate is not None
+        else classifier in (ClassifierKind.local, ClassifierKind.embedding)
+    )
     report.update({"n_test": 0, "test_accuracy": None, "test_macro_f1": None, "evaluated": False})
     if rows.test is not None and do_eval:
         report.update(_score(clf, *rows.test))

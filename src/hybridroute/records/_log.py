@@ -116,7 +116,7 @@ class DecisionLog:
                 check_same_thread=False,
             )
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = self._switch_to_wal(busy_timeout_s)
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._init_schema()
         except sqlite3.DatabaseError as exc:
@@ -125,6 +125,22 @@ class DecisionLog:
             raise ArtifactError(
                 f"cannot switch the log to WAL mode (got {mode!r})", path=str(self.path)
             )
+
+    def _switch_to_wal(self, timeout_s: float) -> str:
+        # Switching a new file to WAL needs a moment alone with it: when another process
+        # is creating the same log right now, SQLite answers "locked" (or leaves the mode)
+        # instead of waiting, so retry until the busy timeout.
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                mode = str(self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                mode = ""
+            if mode.lower() == "wal" or time.monotonic() > deadline:
+                return mode
+            time.sleep(0.01)
 
     # ------------------------------------------------------------------ schema
     def _init_schema(self) -> None:

@@ -1,0 +1,138 @@
+"""On-disk cache of sentence embeddings, keyed by (embedding space, text content hash).
+
+An *embedding space* is everything that decides a text's vector: the fingerprint of the
+model's weights and tokenizer, the hidden layers pooled and the maximum sequence length
+(:func:`space_key`). A text is keyed by the SHA-256 of its UTF-8 bytes, so the cache holds
+no text, only hashes and vectors. Retraining, recalibrating or re-scoring the same texts
+with the same model therefore embeds nothing twice.
+
+Storage is one SQLite file (``embeddings.sqlite3``) in the cache directory: the standard
+library reads it, several processes may share it (write-ahead log), and a vector comes
+back through :func:`numpy.frombuffer` from raw little-endian float32 bytes -- nothing
+stored can run code when read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CACHE_FILENAME", "EmbeddingCache", "default_cache_dir", "space_key", "text_key"]
+
+CACHE_FILENAME = "embeddings.sqlite3"
+_SCHEMA_VERSION = 1
+_CHUNK = 500  # SQLite's host-parameter limit is 999 on old builds
+_DTYPE = np.dtype("<f4")
+
+
+def default_cache_dir() -> Path:
+    """``$HYBRIDROUTE_CACHE_DIR/embeddings``, else ``$XDG_CACHE_HOME/hybridroute/embeddings``,
+    else ``~/.cache/hybridroute/embeddings`` (the same root as the dataset cache)."""
+    env = os.environ.get("HYBRIDROUTE_CACHE_DIR")
+    if env:
+        base = Path(env).expanduser()
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "hybridroute"
+    return base / "embeddings"
+
+
+def text_key(text: str) -> str:
+    """SHA-256 (hex) of ``text``'s UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def space_key(fields: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of what decides a vector (model fingerprint, layers...)."""
+    payload = json.dumps(
+        {"schema": _SCHEMA_VERSION, **fields}, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """Vectors stored by ``(space, text key)`` in ``<directory>/embeddings.sqlite3``.
+
+    Use as a context manager; :meth:`put_many` commits at once.
+
+    Parameters
+    ----------
+    directory : str or path
+        The cache directory (created on first use).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.path = Path(directory).expanduser() / CACHE_FILENAME
+        self._conn: sqlite3.Connection | None = None
+
+    def __enter__(self) -> EmbeddingCache:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=60.0)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (space TEXT NOT NULL, key TEXT NOT NULL, "
+            "dim INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (space, key)) WITHOUT ROWID"
+        )
+        conn.commit()
+        self._conn = conn
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("use EmbeddingCache as a context manager")
+        return self._conn
+
+    def get_many(self, space: str, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """Stored vectors (float32) for those of ``keys`` present in ``space``."""
+        conn = self._connection()
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, np.ndarray] = {}
+        for i in range(0, len(wanted), _CHUNK):
+            chunk = wanted[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = conn.execute(
+                f"SELECT key, dim, data FROM vectors WHERE space = ? AND key IN ({marks})",
+                [space, *chunk],
+            )
+            for key, dim, data in rows:
+                vector = np.frombuffer(data, dtype=_DTYPE)
+                # A row of the wrong size (a damaged file) is treated as missing.
+                if vector.shape == (int(dim),):
+                    found[key] = vector.astype(np.float32)
+        return found
+
+    def put_many(self, space: str, keys: Sequence[str], vectors: np.ndarray) -> None:
+        """Store one vector per key (rows of ``vectors``) in ``space``; commit."""
+        conn = self._connection()
+        vectors = np.asarray(vectors, dtype=_DTYPE)
+        if vectors.ndim != 2 or len(vectors) != len(keys):
+            raise ValueError("vectors must be a 2-d array with one row per key")
+        dim = int(vectors.shape[1])
+        rows = [(space, key, dim, row.tobytes()) for key, row in zip(keys, vectors, strict=True)]
+        with conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO vectors (space, key, dim, data) VALUES (?, ?, ?, ?)",
+                rows,
+            )
+
+    def count(self, space: str | None = None) -> int:
+        """Number of stored vectors (in ``space`` when given)."""
+        conn = self._connection()
+        if space is None:
+            return int(conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
+        return int(
+            conn.execute("SELECT COUNT(*) FROM vectors WHERE space = ?", [space]).fetchone()[0]
+        )
