@@ -65,10 +65,10 @@ def test_quick_run_writes_rows_metrics_and_raw_results(quick_run):
 def test_compare_prints_old_new_and_change(quick_run, tmp_path, capsys):
     _, doc = quick_run
     old = json.loads(json.dumps(doc))
-    old["metrics"]["rules.decide_many_per_s"]["value"] *= 2
+    old["metrics"]["rules.decisions_per_s"]["value"] *= 2
     old["metrics"]["gone.metric"] = {"value": 1.0, "ratio": None, "unit": ""}
     rows = {c["key"]: c for c in _runner.compare_rows(old, doc)}
-    c = rows["rules.decide_many_per_s"]
+    c = rows["rules.decisions_per_s"]
     assert c["change"] == pytest.approx(-0.5)
     assert rows["gone.metric"]["new"] is None and rows["gone.metric"]["change"] is None
     assert "langgraph.rule_layer_vs_edge (ratio)" in rows
@@ -85,7 +85,7 @@ def test_show_prints_a_saved_run_and_compares_without_running(quick_run, tmp_pat
     new = tmp_path / "new.json"
     new.write_text(json.dumps(doc), encoding="utf-8")
     old_doc = json.loads(json.dumps(doc))
-    old_doc["metrics"]["rules.decide_many_per_s"]["value"] /= 2
+    old_doc["metrics"]["rules.decisions_per_s"]["value"] /= 2
     old = tmp_path / "old.json"
     old.write_text(json.dumps(old_doc), encoding="utf-8")
     capsys.readouterr()

@@ -17,7 +17,7 @@ _EPS = 1e-12
 
 
 def _log_proba(proba: np.ndarray) -> np.ndarray:
-    return np.log(np.clip(proba, _EPS, None))
+    return np.log(np.maximum(proba, _EPS))  # (np.clip is several times slower on small arrays)
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
