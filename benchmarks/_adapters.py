@@ -347,8 +347,34 @@ def _calibration(mod: ModuleType, ctx: Context) -> BenchResult:
                     if oracle[key]
                     else "oracle covers nothing",
                 ),
+                _matched_row(name, t, base, row["matched"], mp, reduced),
             ]
     return out
+
+
+def _matched_row(name: str, t: float, base: str, m: dict, mp: dict, reduced: str) -> Row:
+    """Certified coverage at a violation rate no higher than MAPIE's (bench_calibration)."""
+    label = f"{name}, precision >= {t:.2f}: certified vs MAPIE at matched violation rate"
+    if m["delta"] is None:
+        return Row(
+            "calibration",
+            f"{base}.matched_vs_mapie",
+            label,
+            None,
+            status="n/a",
+            notes="no ladder delta kept the violation rate at or below MAPIE's",
+        )
+    return Row(
+        "calibration",
+        f"{base}.matched_vs_mapie",
+        label,
+        m["coverage"],
+        "share",
+        mp["coverage"],
+        "MAPIE at delta 0.05",
+        notes=f"certified at delta {m['delta']:g}: violations {m['violation_rate']:.3f} vs "
+        f"MAPIE {m['mapie_violation_rate']:.3f}; {reduced}",
+    )
 
 
 def _llm(mod: ModuleType, ctx: Context) -> BenchResult:

@@ -31,7 +31,7 @@ class Row:
     baseline_label: str = ""
     ratio: float | None = None
     notes: str = ""
-    status: str = "ok"  # ok | skipped | failed | not run
+    status: str = "ok"  # ok | skipped | failed | not run | n/a
 
     def __post_init__(self) -> None:
         if self.ratio is None and is_num(self.value) and is_num(self.baseline) and self.baseline:

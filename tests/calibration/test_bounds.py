@@ -118,3 +118,20 @@ def test_planned_size_none_when_model_is_not_better_than_target() -> None:
 
 def test_planned_size_with_perfect_model_is_the_zero_error_size() -> None:
     assert planned_calibration_size(0.95, 0.1, 1.0) == 45
+
+
+@pytest.mark.parametrize(
+    ("target", "delta", "expected"),
+    [(0.9, 0.05, 0.93), (0.95, 0.01, 0.97), (0.95, 0.0017, 0.956), (0.98, 0.05, 0.99)],
+)
+def test_planned_size_is_the_smallest_certifying_size(
+    target: float, delta: float, expected: float
+) -> None:
+    """Against a brute-force scan of every size up to the answer (saw-tooth included)."""
+    size = planned_calibration_size(target, delta, expected)
+    assert size is not None
+    m = np.arange(1, size + 1)
+    errors = np.floor((1 - expected) * m + 1e-9)
+    certifies = stats.binom.cdf(errors, m, 1 - target) <= delta
+    assert certifies[-1]
+    assert not certifies[:-1].any()

@@ -168,20 +168,40 @@ def planned_calibration_size(
         m = np.asarray(m)
         return stats.binom.cdf(np.floor(rate * m + 1e-9), m, q) <= delta
 
-    # The floor makes the p-value saw-toothed in m: find a size that certifies by doubling,
-    # then scan the bracket below it (vectorised, in chunks) for the smallest one.
+    # The floor makes the p-value saw-toothed in m, but for a fixed error count e it falls
+    # as m grows. So walk the stretches of constant e: the first stretch whose *last* size
+    # certifies holds the answer (no size in an earlier stretch can), and bisection inside
+    # that stretch finds the smallest one. Bracket by doubling first.
     hi = 1
     while not bool(ok(hi)):
         hi *= 2
         if hi > max_size:
             return None
-    m = hi
-    start = hi // 2
-    while start <= hi:
-        block = np.arange(start, min(start + 65536, hi + 1))
-        good = np.flatnonzero(ok(block))
-        if good.size:
-            m = int(block[good[0]])
-            break
-        start = int(block[-1]) + 1
+    m = _smallest_certifying(ok, rate, hi)
     return math.ceil(m / coverage)
+
+
+def _errors_at(rate: float, m: Any) -> Any:
+    return np.floor(rate * np.asarray(m, dtype=float) + 1e-9)
+
+
+def _smallest_certifying(ok: Any, rate: float, hi: int) -> int:
+    """Smallest ``m <= hi`` with ``ok(m)``, given ``ok(hi)``; ``ok`` falls within a stretch."""
+    e = np.arange(int(_errors_at(rate, hi)) + 1, dtype=float)
+    if rate > 0.0:
+        # last size of stretch e: the largest m with floor(rate * m + 1e-9) == e
+        ends = np.ceil((e + 1 - 1e-9) / rate).astype(np.int64) - 1
+        ends = np.where(_errors_at(rate, ends) > e, ends - 1, ends)  # float slack, both ways
+        ends = np.where(_errors_at(rate, ends + 1) <= e, ends + 1, ends)
+        ends = np.minimum(ends, hi)
+    else:
+        ends = np.array([hi])
+    first = int(np.flatnonzero(ok(ends))[0])  # ok(hi) holds, so the last end certifies
+    lo, end = (int(ends[first - 1]) if first else 0), int(ends[first])
+    while end - lo > 1:  # every size in (lo, end] has the same error count: bisect
+        mid = (lo + end) // 2
+        if bool(ok(mid)):
+            end = mid
+        else:
+            lo = mid
+    return end
