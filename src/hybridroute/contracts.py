@@ -443,6 +443,8 @@ class FactSchema:
     extra: str = "forbid"
     _by_name: Mapping[str, FactSpec] = field(init=False, repr=False, compare=False)
     _sorted_keys: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
+    _plan: tuple[tuple[str, FactSpec, Any], ...] = field(init=False, repr=False, compare=False)
+    _json_plan: tuple[tuple[str, str, Any, str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         specs = tuple(self.specs)
@@ -457,6 +459,33 @@ class FactSchema:
         object.__setattr__(self, "_by_name", MappingProxyType(by_name))
         object.__setattr__(
             self, "_sorted_keys", tuple((name, _encode_str(name) + ":") for name in sorted(by_name))
+        )
+        # each fact's default in canonical form, checked once here (canonical values are
+        # immutable, so every validated fact set can share them)
+        object.__setattr__(
+            self,
+            "_plan",
+            tuple(
+                (s.name, s, s.check(s.default) if s.has_default else FactSpec._NO_DEFAULT)
+                for s in specs
+            ),
+        )
+        # canonical_json's plan: sorted names, their JSON prefix, and each default's JSON
+        defaults = {name: d for name, _, d in self._plan}
+        object.__setattr__(
+            self,
+            "_json_plan",
+            tuple(
+                (
+                    name,
+                    prefix,
+                    defaults[name],
+                    ""
+                    if defaults[name] is FactSpec._NO_DEFAULT
+                    else _encode_canonical(defaults[name]),
+                )
+                for name, prefix in self._sorted_keys
+            ),
         )
 
     @property
@@ -490,11 +519,12 @@ class FactSchema:
                         field=str(k),
                     )
         out: dict[str, Any] = {}
-        for name, spec in by_name.items():
+        missing = FactSpec._NO_DEFAULT
+        for name, spec, default in self._plan:
             if name in facts:
                 out[name] = spec.check(facts[name])
-            elif spec.has_default:
-                out[name] = spec.check(spec.default)
+            elif default is not missing:
+                out[name] = default
             else:
                 raise FactsError("required fact is missing", field=name)
         return out
@@ -502,13 +532,12 @@ class FactSchema:
     def canonical_json(self, valid: Mapping[str, Any]) -> str:
         """Canonical JSON of facts returned by :meth:`validate` (what :func:`canonical_json`
         gives for them), written directly from the declared names for speed."""
-        return (
-            "{"
-            + ",".join(
-                [prefix + _encode_canonical(valid[name]) for name, prefix in self._sorted_keys]
-            )
-            + "}"
-        )
+        parts = []
+        for name, prefix, default, default_json in self._json_plan:
+            v = valid[name]
+            # a fact left at its default is the very default object (see validate)
+            parts.append(prefix + (default_json if v is default else _encode_canonical(v)))
+        return "{" + ",".join(parts) + "}"
 
     def to_dict(self) -> dict[str, Any]:
         return {s.name: s.to_dict() for s in self.specs}

@@ -99,7 +99,8 @@ def as_proba(values: Any, name: str = "proba") -> np.ndarray:
         raise ValueError(f"{name} must have shape (n_items, n_classes >= 2), got {arr.shape}")
     if arr.shape[0] == 0:
         raise ValueError(f"{name} is empty")
-    if not np.isfinite(arr).all() or (arr < 0).any():
+    # two reductions instead of elementwise masks (NaN fails ``>= 0``; inf fails ``< inf``)
+    if not (arr.min() >= 0.0 and arr.max() < np.inf):
         raise ValueError(f"{name} must hold finite, non-negative probabilities")
     return arr
 

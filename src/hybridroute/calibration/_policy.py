@@ -463,11 +463,19 @@ class Policy:
         p = self._calibrate(raw)
         classes = self._doc["classes"]
         top = raw.argmax(axis=1)  # the label never changes; only the scores are recalibrated
-        rows = np.arange(len(p))
-        conf = p[rows, top]
-        rest = p.copy()
-        rest[rows, top] = -np.inf
-        second = rest.max(axis=1)
+        if len(p) == 1:
+            # one item (the router's single-ticket path): plain floats beat numpy's
+            # per-call overhead on one short row, with the very same values
+            only = p[0].tolist()
+            conf_1 = only[int(top[0])]
+            only[int(top[0])] = -math.inf
+            conf, second = [conf_1], [max(only)]
+        else:
+            rows = np.arange(len(p))
+            conf = p[rows, top]
+            rest = p.copy()
+            rest[rows, top] = -np.inf
+            second = rest.max(axis=1)
         if oos_scores is not None and len(oos_scores) != len(p):
             raise ValueError(f"oos_scores has {len(oos_scores)} entries for {len(p)} items")
         o = self._doc["thresholds"]["oos"]

@@ -260,7 +260,7 @@ class CascadeClassifier(IntentClassifier):
                 )
             )
         llm_batch: LLMBatch | None = None
-        picked = np.flatnonzero(escalated)
+        picked = [int(i) for i in np.flatnonzero(escalated)]
         if len(picked):
             llm_batch = await self.llm.aclassify([texts[i] for i in picked])
             llm_ranked = LLMClassifier.ranked_from(llm_batch.items, k=k)

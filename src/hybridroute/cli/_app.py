@@ -92,9 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:
         # Usage errors: click's own, or the copy of click that typer vendors.
-        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
+        exit_code = getattr(exc, "exit_code", None)
+        if hasattr(exc, "show") and isinstance(exit_code, int):
             exc.show()
-            return int(exc.exit_code)
+            return int(exit_code)
         raise
     return 0
 

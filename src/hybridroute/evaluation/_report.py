@@ -133,8 +133,19 @@ def _plots(ev: dict[str, Any], outdir: Path) -> dict[str, Path]:
 
         fig, ax = plt.subplots(figsize=(5, 4))
         bins = np.linspace(0, 1, 21)
-        ax.hist(conf[correct], bins=bins, alpha=0.6, label=f"hits ({int(correct.sum())})")
-        ax.hist(conf[~correct], bins=bins, alpha=0.6, label=f"misses ({int((~correct).sum())})")
+        # matplotlib's stub types bins as Sequence[float]; an ndarray of edges is accepted
+        ax.hist(
+            conf[correct],
+            bins=bins,  # type: ignore[arg-type]
+            alpha=0.6,
+            label=f"hits ({int(correct.sum())})",
+        )
+        ax.hist(
+            conf[~correct],
+            bins=bins,  # type: ignore[arg-type]
+            alpha=0.6,
+            label=f"misses ({int((~correct).sum())})",
+        )
         ax.set_xlabel("confidence")
         ax.set_ylabel("items")
         ax.set_title("confidence of hits vs misses")

@@ -28,7 +28,7 @@ __all__ = ["DriftReport", "drift_report", "psi", "window_key"]
 _EPS = 1e-4  # floor for empty cells in PSI, so a category absent from one window is finite
 
 
-def psi(baseline: Sequence[float], current: Sequence[float]) -> float:
+def psi(baseline: Sequence[float] | np.ndarray, current: Sequence[float] | np.ndarray) -> float:
     """Population stability index between two count (or share) vectors over the same categories."""
     b = np.asarray(baseline, dtype=float)
     c = np.asarray(current, dtype=float)

@@ -26,6 +26,7 @@ import asyncio
 import hashlib
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -162,7 +163,11 @@ class HybridRouter:
         evidence: Mapping[str, Any] | None = None,
     ) -> Decision:
         """Route one item."""
-        return self.route_many([{"facts": facts, "text": text, "evidence": evidence}])[0]
+        prepared = self._prepare({"facts": facts, "text": text, "evidence": evidence})
+        if prepared["decision"] is None:
+            self._decide([prepared], self._score([prepared["text"]]))
+        decision: Decision = prepared["decision"]
+        return decision
 
     def route_many(self, items: Iterable[RouteItem]) -> list[Decision]:
         """Route a batch: rules per item, one classifier call for the items that need it."""
@@ -220,8 +225,9 @@ class HybridRouter:
             "evidence": snap.get("evidence"),
         }
         prepared = self._prepare(item)
-        if prepared["decision"] is not None:
-            return prepared["decision"]
+        by_rule: Decision | None = prepared["decision"]
+        if by_rule is not None:
+            return by_rule
         ranked = None if rescore else _recorded_ranking(record)
         scored = self._score([prepared["text"]]) if ranked is None else [self._from_ranking(ranked)]
         self._decide([prepared], scored)
@@ -358,13 +364,17 @@ class HybridRouter:
 
     def _decide(self, prepared: Sequence[dict[str, Any]], scored: Sequence[_Scored]) -> None:
         """Set ``decision`` on each prepared item from its scores, through the policy."""
-        ok = [i for i, sc in enumerate(scored) if sc.row is not None]
+        ok: list[int] = []
+        ok_rows: list[np.ndarray] = []
+        for i, sc in enumerate(scored):
+            if sc.row is not None:
+                ok.append(i)
+                ok_rows.append(sc.row)
         outcomes: dict[int, Any] = {}
         if ok:
             try:
-                for i, o in zip(
-                    ok, self.policy.apply_proba(np.vstack([scored[i].row for i in ok])), strict=True
-                ):
+                rows = ok_rows[0][None, :] if len(ok_rows) == 1 else np.vstack(ok_rows)
+                for i, o in zip(ok, self.policy.apply_proba(rows), strict=True):
                     outcomes[i] = o
             except (ValueError, UndeclaredValueError) as exc:
                 if self.strict:
@@ -390,7 +400,8 @@ class HybridRouter:
 
     def _from_outcome(self, prepared: dict[str, Any], sc: _Scored, outcome: Any) -> Decision:
         detail: dict[str, Any] = {
-            "classifier": {"labels": sc.labels, "scores": sc.scores},
+            # labels and scores are tuples of str / float: a read-only view needs no copy
+            "classifier": MappingProxyType({"labels": sc.labels, "scores": sc.scores}),
             "policy_action": outcome.action,
             "threshold_name": outcome.threshold_name,
         }
@@ -456,14 +467,14 @@ class HybridRouter:
             **common,
         )
 
-    def save(self, path: str, *, overwrite: bool = False) -> Any:
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Any:
         """Write this router as a bundle directory (see :func:`save_router`)."""
         from ._bundle import save_router
 
         return save_router(self, path, overwrite=overwrite)
 
     @classmethod
-    def load(cls, path: str, *, strict: bool = False) -> HybridRouter:
+    def load(cls, path: str | os.PathLike[str], *, strict: bool = False) -> HybridRouter:
         """Load a router bundle (see :func:`load_router`)."""
         from ._bundle import load_router
 

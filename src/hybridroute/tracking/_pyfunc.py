@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
+from mlflow.pyfunc import PythonModel
 
 from .._version import __version__
 
@@ -59,7 +60,9 @@ def frame_to_items(frame: Any, fact_names: Any = None) -> list[dict[str, Any]]:
     return items
 
 
-class RouterModel(mlflow.pyfunc.PythonModel):
+# The base is imported by name: mlflow/__init__ types ``mlflow.pyfunc`` as a LazyLoader, so
+# mypy cannot see ``mlflow.pyfunc.PythonModel`` (the very same class at runtime).
+class RouterModel(PythonModel):
     """pyfunc wrapper: loads the router bundle artifact and routes DataFrames."""
 
     def load_context(self, context: Any) -> None:
