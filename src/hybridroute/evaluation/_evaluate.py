@@ -19,7 +19,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -126,10 +126,7 @@ def _intent_metrics(
 ) -> dict[str, Any]:
     from ..calibration import aurc, expected_calibration_error
 
-    # None is an abstention: the _stats helpers already map it to "never matches" (their
-    # y_pred annotation is narrower than what they accept)
-    pred_labels = cast("Sequence[str]", pred)
-    out = classification_summary(gold, pred_labels, labels, n_boot=n_boot, seed=seed)
+    out = classification_summary(gold, pred, labels, n_boot=n_boot, seed=seed)
     correct = np.array([g == p for g, p in zip(gold, pred, strict=True)], dtype=bool)
     answered = ~np.isnan(conf)
     out["ece"] = (
@@ -138,8 +135,8 @@ def _intent_metrics(
         else None
     )
     out["aurc"] = _r(aurc(conf[answered], correct[answered])) if answered.any() else None
-    out["per_class"] = per_class_report(gold, pred_labels, labels)
-    cm, labs = confusion_matrix(gold, pred_labels, labels)
+    out["per_class"] = per_class_report(gold, pred, labels)
+    cm, labs = confusion_matrix(gold, pred, labels)
     out["confusion"] = {"labels": labs, "matrix": cm.tolist()}
     return out
 

@@ -22,7 +22,7 @@ __all__ = [
 
 
 def _codes(
-    y_true: Sequence[str], y_pred: Sequence[str], labels: Sequence[str] | None
+    y_true: Sequence[str], y_pred: Sequence[str | None], labels: Sequence[str] | None
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if len(y_true) != len(y_pred):
         raise ValueError(f"{len(y_true)} gold labels but {len(y_pred)} predictions")
@@ -36,7 +36,7 @@ def _codes(
 
 
 def confusion_matrix(
-    y_true: Sequence[str], y_pred: Sequence[str], labels: Sequence[str] | None = None
+    y_true: Sequence[str], y_pred: Sequence[str | None], labels: Sequence[str] | None = None
 ) -> tuple[np.ndarray, list[str]]:
     """Counts ``[gold, predicted]`` over ``labels`` (abstentions are left out of the matrix)."""
     t, p, labs = _codes(y_true, y_pred, labels)
@@ -57,7 +57,7 @@ def _f1_from_codes(t: np.ndarray, p: np.ndarray, k: int) -> float:
 
 
 def macro_f1(
-    y_true: Sequence[str], y_pred: Sequence[str], labels: Sequence[str] | None = None
+    y_true: Sequence[str], y_pred: Sequence[str | None], labels: Sequence[str] | None = None
 ) -> float:
     """Unweighted mean F1 over the classes present in the gold labels."""
     t, p, labs = _codes(y_true, y_pred, labels)
@@ -66,7 +66,7 @@ def macro_f1(
 
 def per_class_report(
     y_true: Sequence[str],
-    y_pred: Sequence[str],
+    y_pred: Sequence[str | None],
     labels: Sequence[str] | None = None,
     top_confusions: int = 3,
 ) -> dict[str, dict[str, Any]]:
@@ -118,7 +118,7 @@ def bootstrap_ci(
 
 def classification_summary(
     y_true: Sequence[str],
-    y_pred: Sequence[str],
+    y_pred: Sequence[str | None],
     labels: Sequence[str] | None = None,
     *,
     n_boot: int = 1000,
