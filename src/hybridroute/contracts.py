@@ -442,7 +442,6 @@ class FactSchema:
     specs: tuple[FactSpec, ...]
     extra: str = "forbid"
     _by_name: Mapping[str, FactSpec] = field(init=False, repr=False, compare=False)
-    _sorted_keys: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
     _plan: tuple[tuple[str, FactSpec, Any], ...] = field(init=False, repr=False, compare=False)
     _json_plan: tuple[tuple[str, str, Any, str], ...] = field(init=False, repr=False, compare=False)
 
@@ -457,9 +456,6 @@ class FactSchema:
             raise ValueError("extra must be 'forbid' or 'ignore'")
         object.__setattr__(self, "specs", specs)
         object.__setattr__(self, "_by_name", MappingProxyType(by_name))
-        object.__setattr__(
-            self, "_sorted_keys", tuple((name, _encode_str(name) + ":") for name in sorted(by_name))
-        )
         # each fact's default in canonical form, checked once here (canonical values are
         # immutable, so every validated fact set can share them)
         object.__setattr__(
@@ -470,21 +466,18 @@ class FactSchema:
                 for s in specs
             ),
         )
-        # canonical_json's plan: sorted names, their JSON prefix, and each default's JSON
-        defaults = {name: d for name, _, d in self._plan}
+        # canonical_json's plan: names sorted, their JSON key prefix, each default and its JSON
         object.__setattr__(
             self,
             "_json_plan",
             tuple(
                 (
                     name,
-                    prefix,
-                    defaults[name],
-                    ""
-                    if defaults[name] is FactSpec._NO_DEFAULT
-                    else _encode_canonical(defaults[name]),
+                    _encode_str(name) + ":",
+                    d,
+                    "" if d is FactSpec._NO_DEFAULT else _encode_canonical(d),
                 )
-                for name, prefix in self._sorted_keys
+                for name, _, d in sorted(self._plan, key=lambda entry: entry[0])
             ),
         )
 

@@ -339,13 +339,15 @@ class CompiledCondition:
         return self.fn(facts)
 
 
-def compile_condition(text: str, fact_types: Mapping[str, str] | None = None) -> CompiledCondition:
+def compile_condition(
+    text: str | bool, fact_types: Mapping[str, str] | None = None
+) -> CompiledCondition:
     """Parse and compile ``text``.
 
     Parameters
     ----------
-    text : str
-        The condition.
+    text : str or bool
+        The condition (a YAML ``true`` / ``false`` is the condition ``true`` / ``false``).
     fact_types : mapping, optional
         Declared fact name -> type (as in :class:`hybridroute.contracts.FactSpec`). When
         given, every name must be declared and obviously ill-typed comparisons (ordering a

@@ -290,8 +290,6 @@ def _rule(item: Any, pos: int, fact_types: Mapping[str, str], source: str) -> Ru
         when = item["when"]
         if not isinstance(when, (str, bool)):
             raise _fail("'when' must be a condition string", source, rid)
-        if isinstance(when, bool):  # YAML `when: true` -- the same text compile_condition uses
-            when = "true" if when else "false"
         return Rule.when(rid, when, then, reason, description, fact_types=fact_types)
     except RuleSetError as exc:
         raise RulesFileError(_strip_rule_prefix(exc), path=source, rule_id=rid) from None

@@ -99,7 +99,7 @@ class Rule:
     def when(
         cls,
         id: str,
-        condition: str,
+        condition: str | bool,
         then: str,
         reason_code: str = "rule_matched",
         description: str = "",
