@@ -25,7 +25,8 @@ def _row(mapie_viol: float, ladder: dict[float, tuple[float, float]]) -> dict:
 def test_matched_takes_the_largest_delta_within_mapies_violation_rate() -> None:
     ladder = {d: (0.9 - i * 0.05, 0.05 / (i + 1)) for i, d in enumerate(bc.MATCH_DELTAS)}
     m = bc._matched(_row(0.02, ladder))
-    assert m["delta"] == 0.01  # 0.05 and 0.02 violate more than 0.02; 0.01 gives 0.0167
+    # the first two ladder steps violate more than 0.02; the third gives 0.0167
+    assert m["delta"] == bc.MATCH_DELTAS[2]
     assert m["coverage"] == pytest.approx(0.8)
     assert m["over_mapie"] == pytest.approx(0.8 / 0.5)
 
@@ -50,3 +51,56 @@ def test_evaluate_on_synthetic_scores() -> None:
             assert 0.0 <= row[m]["coverage"] <= 1.0
             assert 0.0 <= row[m]["violation_rate"] <= 1.0
         assert row["matched"]["mapie_violation_rate"] == row["mapie"]["violation_rate"]
+        iv = row["matched"]["interval"]
+        assert iv is None or iv[0] <= iv[1]
+
+
+def _per_resplit(mapie_viol: list[bool], ladder_viol: dict[float, list[bool]], t: float = 0.95):
+    """Per-resplit coverage and violation flags in evaluate()'s layout (coverage = 1 - delta)."""
+    cov = {("mapie", t): [0.5] * len(mapie_viol)}
+    viol = {("mapie", t): mapie_viol}
+    for d, flags in ladder_viol.items():
+        cov[(bc._ladder(d), t)] = [1.0 - d] * len(flags)
+        viol[(bc._ladder(d), t)] = flags
+    return cov, viol
+
+
+def test_matched_interval_is_a_point_when_nothing_varies() -> None:
+    n = 50
+    ladder = {d: [False] * n for d in bc.MATCH_DELTAS}
+    cov, viol = _per_resplit([False] * n, ladder)
+    lo, hi = bc._matched_interval(cov, viol, 0.95, n)
+    assert lo == pytest.approx(0.95 / 0.5) and hi == pytest.approx(0.95 / 0.5)
+
+
+def test_matched_interval_carries_the_noise_of_the_violation_counts() -> None:
+    # MAPIE violates on resplit 0; the largest delta on resplits 1-3, the next on resplit 4,
+    # the rest never. The point match is the second delta; resamples that repeat resplit 0
+    # reach the first, resamples that drop it (and keep 4) fall to the third.
+    n = 50
+
+    def on(*which: int) -> list[bool]:
+        return [i in which for i in range(n)]
+
+    first, second, third = bc.MATCH_DELTAS[:3]
+    ladder = {d: on() for d in bc.MATCH_DELTAS}
+    ladder.update({first: on(1, 2, 3), second: on(4)})
+    cov, viol = _per_resplit(on(0), ladder)
+    point = bc._matched(
+        {
+            m: {"coverage": float(np.mean(cov[(m, 0.95)])), "violation_rate": float(np.mean(v))}
+            for (m, _), v in viol.items()
+        }
+    )
+    assert point["delta"] == second
+    lo, hi = bc._matched_interval(cov, viol, 0.95, n)
+    assert lo == pytest.approx((1.0 - first) / 0.5)
+    assert hi == pytest.approx((1.0 - third) / 0.5)
+    assert lo < point["over_mapie"] < hi
+
+
+def test_matched_interval_is_none_when_no_resample_matches() -> None:
+    n = 20
+    ladder = {d: [True] * n for d in bc.MATCH_DELTAS}
+    cov, viol = _per_resplit([False] * n, ladder)
+    assert bc._matched_interval(cov, viol, 0.95, n) is None

@@ -12,6 +12,7 @@ most ``delta``. The threshold fitters test that p-value; the planner inverts it.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -111,7 +112,13 @@ def required_calibration_size(target: float, delta: float, errors: int = 0) -> i
     delta = check_fraction(delta, "delta")
     if int(errors) != errors or errors < 0:
         raise ValueError(f"errors must be a non-negative integer, got {errors!r}")
-    errors = int(errors)
+    return _required_size(float(target), float(delta), int(errors))
+
+
+@lru_cache(maxsize=512)
+def _required_size(target: float, delta: float, errors: int) -> int:
+    """The search behind :func:`required_calibration_size` (validated inputs; memoised,
+    since every certified fit asks it the same question)."""
     q = 1.0 - target
 
     def ok(n: int) -> bool:
