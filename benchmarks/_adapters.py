@@ -373,7 +373,14 @@ def _matched_row(name: str, t: float, base: str, m: dict, mp: dict, reduced: str
         mp["coverage"],
         "MAPIE at delta 0.05",
         notes=f"certified at delta {m['delta']:g}: violations {m['violation_rate']:.3f} vs "
-        f"MAPIE {m['mapie_violation_rate']:.3f}; {reduced}",
+        f"MAPIE {m['mapie_violation_rate']:.3f}"
+        + (
+            f"; ratio {m['over_mapie']:.3f}, 95% interval "
+            f"[{m['interval'][0]:.3f}, {m['interval'][1]:.3f}]"
+            if m.get("interval") and m.get("over_mapie") is not None
+            else ""
+        )
+        + f"; {reduced}",
     )
 
 

@@ -33,8 +33,8 @@ takes, per cell, the largest ladder delta whose resplit violation rate is at mos
 method's violation-rate/coverage frontier; it is a comparison, not a way to pick delta.
 Violations are rare events (a handful per thousand resplits at MAPIE's level), so one
 violating resplit more or less can move the match a whole ladder step: the table gives a
-95% bootstrap interval over the resplits for the matched ratio, and
-``--resplits 2000`` is the setting for a comparison that interval can separate.
+95% bootstrap interval over the resplits for the matched ratio. The default 200 resplits
+take a few minutes; the README's table comes from ``--resplits 1000``.
 """
 
 from __future__ import annotations
