@@ -38,7 +38,7 @@ _PHRASES = (
     "please refund my last payment",
     "the app will not let me log in",
     "change my address",
-    "why was my transfer declined",
+    "my bank transfer got rejected, why",
     "I lost my phone",
 )
 
