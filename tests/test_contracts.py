@@ -20,6 +20,8 @@ from hybridroute.contracts import (
     Vocabulary,
     canonical_json,
     hash_canonical,
+    json_kind,
+    parse_csv_cell,
     snapshot_hash,
 )
 from hybridroute.exceptions import FactsError, UndeclaredValueError
@@ -256,3 +258,26 @@ def test_fast_hash_equals_general_hash_for_validated_facts(facts):
     valid = SCHEMA.validate(facts)
     assert hash_canonical({"facts": valid}) == snapshot_hash({"facts": valid})
     assert SCHEMA.canonical_json(valid) == canonical_json(valid)
+
+
+@pytest.mark.parametrize(
+    ("cell", "kind", "value"),
+    [
+        ("", "null", None),
+        ("   ", "null", None),
+        ("TRUE", "bool", True),
+        (" false ", "bool", False),
+        ("02134", "str", "02134"),  # a code keeps its leading zero
+        ("-7", "int", -7),
+        ("0", "int", 0),
+        ("1.5e3", "number", 1500.0),
+        (".5", "number", 0.5),
+        ('["a", "b"]', "list", ["a", "b"]),
+        ('{"k": 1}', "object", {"k": 1}),
+        ("{not json", "str", "{not json"),
+        (" two words ", "str", " two words "),
+    ],
+)
+def test_parse_csv_cell(cell, kind, value):
+    assert parse_csv_cell(cell) == (kind, value)
+    assert kind == "str" or json_kind(value) == kind

@@ -308,6 +308,61 @@ class Vocabulary:
 
 _FACT_TYPES = ("bool", "int", "number", "str", "list[str]", "list[number]", "object")
 
+_INT_RE = re.compile(r"^[+-]?(?:0|[1-9][0-9]*)$")
+_LEADING_ZERO_RE = re.compile(r"^[+-]?0[0-9]")
+_FLOAT_RE = re.compile(r"^[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+
+
+def json_kind(value: Any) -> str:
+    """The JSON kind of a value as error messages name it (``null``, ``int``, ``object``...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def parse_csv_cell(cell: str) -> tuple[str, Any]:
+    """A CSV cell read as the JSON value it spells: ``(kind, value)``.
+
+    Empty is ``null``; ``true``/``false`` (any case) are booleans; integers and decimals
+    are numbers, except that a leading zero (``02134``) keeps a code as text; a cell
+    starting with ``[`` or ``{`` that parses as JSON is that list or object. Anything
+    else is the cell's text, unchanged. The dataset loaders and the streamed evaluation
+    both read fact columns this way.
+    """
+    s = cell.strip()
+    if not s:
+        return "null", None
+    low = s.lower()
+    if low == "true":
+        return "bool", True
+    if low == "false":
+        return "bool", False
+    if _LEADING_ZERO_RE.match(s):
+        return "str", cell  # 02134 is a code (zip, account), not a number
+    if _INT_RE.match(s):
+        return "int", int(s)
+    if _FLOAT_RE.match(s):
+        return "number", float(s)
+    if s[0] in "[{":
+        try:
+            value = json.loads(s)
+        except json.JSONDecodeError:
+            return "str", cell
+        return json_kind(value), value
+    return "str", cell
+
 
 def _type_ok(type_: str, value: Any) -> bool:
     if type_ == "bool":

@@ -20,7 +20,6 @@ header only, a missing column, a single class) always raise.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from ..contracts import FactSchema, FactSpec
+from ..contracts import FactSchema, FactSpec, json_kind, parse_csv_cell
 from ..exceptions import DatasetError, FactsError
 from ._io import RawTable, has_bad_bytes
 
@@ -51,9 +50,6 @@ SPLIT_ALIASES = {
 DEFAULT_MAX_TEXT_CHARS = 10_000
 
 _RESERVED = frozenset(CORE_COLUMNS) | frozenset(ANNOTATION_COLUMNS) | {FACTS_KEY}
-_INT_RE = re.compile(r"^[+-]?(?:0|[1-9][0-9]*)$")
-_LEADING_ZERO_RE = re.compile(r"^[+-]?0[0-9]")
-_FLOAT_RE = re.compile(r"^[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?$")
 
 
 class SkippedRow(NamedTuple):
@@ -120,49 +116,6 @@ def text_key(text: str) -> str:
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def _parse_cell(cell: str) -> tuple[str, Any]:
-    """Read a CSV cell as the JSON value it spells: ``kind, value``."""
-    s = cell.strip()
-    if not s:
-        return "null", None
-    low = s.lower()
-    if low == "true":
-        return "bool", True
-    if low == "false":
-        return "bool", False
-    if _LEADING_ZERO_RE.match(s):
-        return "str", cell  # 02134 is a code (zip, account), not a number
-    if _INT_RE.match(s):
-        return "int", int(s)
-    if _FLOAT_RE.match(s):
-        return "number", float(s)
-    if s[0] in "[{":
-        try:
-            value = json.loads(s)
-        except json.JSONDecodeError:
-            return "str", cell
-        return _json_kind(value), value
-    return "str", cell
 
 
 def _deep_bad_bytes(value: Any) -> bool:
@@ -272,7 +225,7 @@ def build(raw: RawTable, opt: Options) -> Built:
             if text is _MISSING or text is None:
                 raise _Bad(text_col, "no text: the field is missing")
             if not isinstance(text, str):
-                raise _Bad(text_col, f"expected a string, got {_json_kind(text)} {_short(text)}")
+                raise _Bad(text_col, f"expected a string, got {json_kind(text)} {_short(text)}")
             if check_bytes and has_bad_bytes(text):
                 raise _Bad(text_col, "the text " + _BAD_BYTES)
             if not text.strip():
@@ -453,7 +406,7 @@ def _read_id(value: Any, column: str, is_csv: bool, check_bytes: bool) -> str:
         raise _Bad(column, "missing id")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise _Bad(
-            column, f"expected a string or integer id, got {_json_kind(value)} {_short(value)}"
+            column, f"expected a string or integer id, got {json_kind(value)} {_short(value)}"
         )
     if isinstance(value, str):
         if check_bytes and has_bad_bytes(value):
@@ -466,7 +419,7 @@ def _read_label(value: Any, column: str, check_bytes: bool) -> str:
     if value is None or value is _MISSING:
         raise _Bad(column, "missing label")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _Bad(column, f"expected a string label, got {_json_kind(value)} {_short(value)}")
+        raise _Bad(column, f"expected a string label, got {json_kind(value)} {_short(value)}")
     if isinstance(value, int):
         return str(value)
     if check_bytes and has_bad_bytes(value):
@@ -481,7 +434,7 @@ def _read_split(value: Any, column: str, check_bytes: bool) -> str:
     if value is None:
         raise _Bad(column, "missing split")
     if not isinstance(value, str):
-        raise _Bad(column, f"expected a split name, got {_json_kind(value)} {_short(value)}")
+        raise _Bad(column, f"expected a split name, got {json_kind(value)} {_short(value)}")
     if check_bytes and has_bad_bytes(value):
         raise _Bad(column, "the split " + _BAD_BYTES)
     split = normalise_split(value)
@@ -497,7 +450,7 @@ def _json_facts(
     nested = rec.get(FACTS_KEY)
     if nested is not None:
         if not isinstance(nested, dict):
-            raise _Bad(FACTS_KEY, f"expected a JSON object of facts, got {_json_kind(nested)}")
+            raise _Bad(FACTS_KEY, f"expected a JSON object of facts, got {json_kind(nested)}")
         for k, v in nested.items():
             if k in _RESERVED:
                 raise _Bad(f"{FACTS_KEY}.{k}", f"a fact cannot be named {k!r} (a reserved column)")
@@ -545,14 +498,12 @@ def _read_annotation(column: str, value: Any, is_csv: bool, check_bytes: bool) -
         return None
     if column in ("next_step", "destination"):
         if not isinstance(value, str):
-            raise _Bad(
-                column, f"expected a string or null, got {_json_kind(value)} {_short(value)}"
-            )
+            raise _Bad(column, f"expected a string or null, got {json_kind(value)} {_short(value)}")
         return value.strip() or None
     if column == "tags" and not (
         isinstance(value, list) and all(isinstance(t, str) for t in value)
     ):
-        raise _Bad(column, f"expected a list of strings, got {_json_kind(value)} {_short(value)}")
+        raise _Bad(column, f"expected a list of strings, got {json_kind(value)} {_short(value)}")
     return value
 
 
@@ -566,9 +517,9 @@ def _settle_column(
     """Decide a fact column's type, convert its values in place, return the bad rows."""
     problems: list[tuple[int, str]] = []
     if is_csv:
-        parsed: list[tuple[str, Any]] = [_parse_cell(r[6][column]) for r in rows]
+        parsed: list[tuple[str, Any]] = [parse_csv_cell(r[6][column]) for r in rows]
     else:
-        parsed = [(_json_kind(v), v) for v in (r[6].get(column) for r in rows)]
+        parsed = [(json_kind(v), v) for v in (r[6].get(column) for r in rows)]
 
     if declared is not None:
         spec = FactSpec(name=column, type=declared, nullable=True)

@@ -31,7 +31,6 @@ import gzip
 import io
 import json
 import math
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -40,7 +39,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..contracts import FactSpec
+from ..contracts import FactSpec, json_kind, parse_csv_cell
 from ..exceptions import DatasetError, FactsError
 from ._evaluate import Evaluation
 
@@ -50,9 +49,6 @@ __all__ = ["LabelledStream", "StreamEvaluation", "evaluate_stream"]
 _RESERVED = frozenset(
     {"id", "text", "label", "split", "facts", "next_step", "destination", "evidence", "tags"}
 )
-_INT_RE = re.compile(r"^[+-]?(?:0|[1-9][0-9]*)$")
-_LEADING_ZERO_RE = re.compile(r"^[+-]?0[0-9]")
-_FLOAT_RE = re.compile(r"^[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?$")
 _RULE = "rule"
 
 
@@ -77,48 +73,6 @@ class SkippedStreamRow(NamedTuple):
     row: int
     column: str | None
     reason: str
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def _csv_cell(cell: str) -> Any:
-    """A CSV cell read as the JSON value it spells (empty -> absent), as the loaders do."""
-    s = cell.strip()
-    if not s:
-        return None
-    low = s.lower()
-    if low == "true":
-        return True
-    if low == "false":
-        return False
-    if _LEADING_ZERO_RE.match(s):
-        return cell  # 02134 is a code, not a number
-    if _INT_RE.match(s):
-        return int(s)
-    if _FLOAT_RE.match(s):
-        return float(s)
-    if s[0] in "[{":
-        try:
-            return json.loads(s)
-        except json.JSONDecodeError:
-            return cell
-    return cell
 
 
 class _Bad(Exception):
@@ -251,7 +205,7 @@ class LabelledStream:
                 self._bad(row, None, f"not valid JSON ({exc.msg})")
                 continue
             if not isinstance(rec, dict):
-                self._bad(row, None, f"expected a JSON object, got {_kind(rec)}")
+                self._bad(row, None, f"expected a JSON object, got {json_kind(rec)}")
                 continue
             yield row, rec
 
@@ -285,7 +239,7 @@ class LabelledStream:
                     if spec is not None and spec.type == "str":
                         facts[col] = cell if cell.strip() else None
                     else:
-                        facts[col] = _csv_cell(cell)
+                        facts[col] = parse_csv_cell(cell)[1]
             rec["facts"] = facts
             yield row, rec
 
@@ -294,7 +248,7 @@ class LabelledStream:
         if text is None:
             raise _Bad("text", "no text: the field is missing")
         if not isinstance(text, str):
-            raise _Bad("text", f"expected a string, got {_kind(text)}")
+            raise _Bad("text", f"expected a string, got {json_kind(text)}")
         if not text.strip():
             raise _Bad("text", "the text is empty or whitespace only")
         if len(text) > self.max_text_chars:
@@ -305,7 +259,7 @@ class LabelledStream:
         if label is None:
             raise _Bad("label", "missing label")
         if isinstance(label, bool) or not isinstance(label, (str, int)):
-            raise _Bad("label", f"expected a string label, got {_kind(label)}")
+            raise _Bad("label", f"expected a string label, got {json_kind(label)}")
         label = str(label).strip()
         if not label:
             raise _Bad("label", "missing label (the cell is empty)")
@@ -314,11 +268,11 @@ class LabelledStream:
         next_step = rec.get("next_step")
         if next_step is not None:
             if not isinstance(next_step, str):
-                raise _Bad("next_step", f"expected a string or null, got {_kind(next_step)}")
+                raise _Bad("next_step", f"expected a string or null, got {json_kind(next_step)}")
             next_step = next_step.strip() or None
         split = rec.get("split")
         if split is not None and not isinstance(split, str):
-            raise _Bad("split", f"expected a split name, got {_kind(split)}")
+            raise _Bad("split", f"expected a split name, got {json_kind(split)}")
         facts = self._facts(rec)
         rid = rec.get("id")
         return {
@@ -335,7 +289,7 @@ class LabelledStream:
         facts: dict[str, Any] = {}
         if nested is not None:
             if not isinstance(nested, dict):
-                raise _Bad("facts", f"expected a JSON object of facts, got {_kind(nested)}")
+                raise _Bad("facts", f"expected a JSON object of facts, got {json_kind(nested)}")
             facts.update(nested)
         if self.kind == "json":
             for k, v in rec.items():
@@ -353,7 +307,7 @@ class LabelledStream:
                     value = spec.check(facts[k])
                 except FactsError:
                     raise _Bad(
-                        k, f"expected {spec.type}, got {_kind(facts[k])} {facts[k]!r}"[:200]
+                        k, f"expected {spec.type}, got {json_kind(facts[k])} {facts[k]!r}"[:200]
                     ) from None
                 facts[k] = list(value) if isinstance(value, tuple) else value
         return facts
