@@ -126,7 +126,9 @@ def fit_policy(
         one minus the top-label confidence is.
     margin : bool, default False
         Also certify a top-1/top-2 margin gate (``target``, or ``precision_target`` for
-        ``oos``, at ``delta``).
+        ``oos``, at ``delta``). Each gate keeps its own certificate; the rows passing
+        both are a subset of each certified set, and that intersection carries no
+        certificate of its own.
     per_class : bool, default False
         Per-class thresholds, small classes pooled (not with the ``cost`` objective).
     ask_target : float in (0, 1), default 0.8
