@@ -347,9 +347,19 @@ def _calibration(mod: ModuleType, ctx: Context) -> BenchResult:
                     if oracle[key]
                     else "oracle covers nothing",
                 ),
-                _matched_row(name, t, base, row["matched"], mp, reduced),
+                _matched_row(name, t, base, row["matched"], mp, reduced + _frontier(row)),
             ]
     return out
+
+
+def _frontier(row: dict) -> str:
+    """The matched ratio's range over MAPIE's own delta ladder (bench_calibration)."""
+    pts = [p for p in row.get("frontier", []) if p["over_mapie"] is not None]
+    if not pts:
+        return ""
+    lo, hi = min(p["over_mapie"] for p in pts), max(p["over_mapie"] for p in pts)
+    deltas = ", ".join(f"{p['mapie_delta']:g}" for p in pts)
+    return f"; matched against MAPIE at delta {deltas}: ratio {lo:.3f}-{hi:.3f}"
 
 
 def _matched_row(name: str, t: float, base: str, m: dict, mp: dict, reduced: str) -> Row:

@@ -1,6 +1,7 @@
 """Threshold control on real scores: coverage and violation rate, ours against MAPIE.
 
     python benchmarks/bench_calibration.py [--resplits 200] [--json] [--cache DIR]
+    python benchmarks/bench_calibration.py --show saved.json  # tables of a --json run
 
 For Banking77 and CLINC150 (with its out-of-scope rows, labelled ``oos``), the local
 classifier is fitted once on the train split and scores the official test split. Those
@@ -31,6 +32,8 @@ ladder fixed in advance (``MATCH_DELTAS``), on the same resplits; the *matched* 
 takes, per cell, the largest ladder delta whose resplit violation rate is at most MAPIE's
 (at delta = 0.05) and reports its coverage ÷ MAPIE's. This reads one point off each
 method's violation-rate/coverage frontier; it is a comparison, not a way to pick delta.
+The *frontier* table repeats the match for MAPIE run at each delta of its own ladder
+(``MAPIE_DELTAS``), so the comparison covers a range of violation rates, not one point.
 Violations are rare events (a handful per thousand resplits at MAPIE's level), so one
 violating resplit more or less can move the match a whole ladder step: the table gives a
 95% bootstrap interval over the resplits for the matched ratio. The default 200 resplits
@@ -58,6 +61,8 @@ FIXED = 0.8  # the literal baseline, on purpose
 #: The matched-violation ladder, largest first (fixed in advance, roughly geometric).
 MATCH_DELTAS = (0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001, 0.0005, 0.0003, 0.0002)
 BOOTSTRAP = 1000  # resamples of the resplits behind the matched ratio's interval
+#: MAPIE's own delta ladder for the frontier table (its default delta, DELTA, among them).
+MAPIE_DELTAS = (0.2, 0.1, 0.05, 0.02, 0.01)
 
 
 def data_dir() -> Path:
@@ -99,14 +104,16 @@ def scores(name: str, cache: Path | None) -> tuple[np.ndarray, np.ndarray]:
     return conf, correct
 
 
-def mapie_threshold(conf: np.ndarray, correct: np.ndarray, target: float) -> float:
+def mapie_threshold(
+    conf: np.ndarray, correct: np.ndarray, target: float, delta: float = DELTA
+) -> float:
     from mapie.risk_control import BinaryClassificationController
 
     ctrl = BinaryClassificationController(
         predict_function=lambda x: np.column_stack([1.0 - x, x]),
         risk="precision",
         target_level=target,
-        confidence_level=1.0 - DELTA,
+        confidence_level=1.0 - delta,
     )
     with warnings.catch_warnings():
         # MAPIE warns when no (or every) grid value controls the risk; the table shows it
@@ -126,6 +133,9 @@ def _thresholds(conf: np.ndarray, correct: np.ndarray, t: float) -> dict[str, fl
     for d in MATCH_DELTAS:
         if d != DELTA:
             out[_ladder(d)] = CertifiedPrecisionThreshold(t, d).fit(conf, correct).threshold_
+    for d in MAPIE_DELTAS:
+        if d != DELTA:
+            out[_mapie(d)] = mapie_threshold(conf, correct, t, d)
     return out
 
 
@@ -133,10 +143,17 @@ def _ladder(d: float) -> str:
     return "certified" if d == DELTA else f"certified@{d:g}"
 
 
-def _matched(row: dict) -> dict:
-    """The largest ladder delta whose violation rate is at most MAPIE's, and its coverage."""
-    limit = row["mapie"]["violation_rate"]
-    mc = row["mapie"]["coverage"]
+def _mapie(d: float) -> str:
+    return "mapie" if d == DELTA else f"mapie@{d:g}"
+
+
+def _matched(row: dict, mapie: str = "mapie") -> dict:
+    """The largest ladder delta whose violation rate is at most MAPIE's, and its coverage.
+
+    ``mapie`` names the MAPIE run to match (its default delta unless told otherwise).
+    """
+    limit = row[mapie]["violation_rate"]
+    mc = row[mapie]["coverage"]
     for d in MATCH_DELTAS:  # largest first
         r = row[_ladder(d)]
         if r["violation_rate"] <= limit:
@@ -149,7 +166,9 @@ def _matched(row: dict) -> dict:
     return {"delta": None, "mapie_violation_rate": limit, "over_mapie": None}
 
 
-def _matched_interval(cov: dict, viol: dict, t: float, resplits: int) -> list[float] | None:
+def _matched_interval(
+    cov: dict, viol: dict, t: float, resplits: int, mapie: str = "mapie"
+) -> list[float] | None:
     """Percentile interval (95%) of the matched ratio over bootstrap resamples of the resplits.
 
     Each resample redoes the whole match -- MAPIE's violation rate, the ladder delta that
@@ -158,14 +177,14 @@ def _matched_interval(cov: dict, viol: dict, t: float, resplits: int) -> list[fl
     matches are left out of the interval (the match itself says so when that happens).
     """
     rng = np.random.default_rng(SEED + 7)
-    names = ["mapie", *(_ladder(d) for d in MATCH_DELTAS)]
+    names = [mapie, *(_ladder(d) for d in MATCH_DELTAS)]
     c = {m: np.asarray(cov[(m, t)]) for m in names}
     v = {m: np.asarray(viol[(m, t)], dtype=float) for m in names}
     ratios = []
     for _ in range(BOOTSTRAP):
         idx = rng.integers(0, resplits, resplits)
         row = {m: {"coverage": c[m][idx].mean(), "violation_rate": v[m][idx].mean()} for m in names}
-        r = _matched(row)["over_mapie"]
+        r = _matched(row, mapie)["over_mapie"]
         if r is not None:
             ratios.append(r)
     if not ratios:
@@ -184,7 +203,8 @@ def evaluate(conf: np.ndarray, correct: np.ndarray, resplits: int) -> dict:
     n = len(conf)
     rng = np.random.default_rng(SEED)
     ladder = [_ladder(d) for d in MATCH_DELTAS if d != DELTA]
-    methods = ("fixed_0.8", "empirical", "certified", "mapie", *ladder)
+    mapie_ladder = [_mapie(d) for d in MAPIE_DELTAS if d != DELTA]
+    methods = ("fixed_0.8", "empirical", "certified", "mapie", *ladder, *mapie_ladder)
     cov: dict[tuple[str, float], list[float]] = {(m, t): [] for m in methods for t in TARGETS}
     viol: dict[tuple[str, float], list[bool]] = {(m, t): [] for m in methods for t in TARGETS}
     pop = {(m, t): 0 for m in methods for t in TARGETS}
@@ -215,6 +235,15 @@ def evaluate(conf: np.ndarray, correct: np.ndarray, resplits: int) -> dict:
         row["certified_over_mapie"] = (row["certified"]["coverage"] / mc) if mc > 0 else None
         row["matched"] = _matched(row)
         row["matched"]["interval"] = _matched_interval(cov, viol, t, resplits)
+        row["frontier"] = [
+            {
+                "mapie_delta": d,
+                "mapie_coverage": row[_mapie(d)]["coverage"],
+                **_matched(row, _mapie(d)),
+                "interval": _matched_interval(cov, viol, t, resplits, _mapie(d)),
+            }
+            for d in MAPIE_DELTAS
+        ]
         out[f"{t:.2f}"] = row
     return out
 
@@ -224,7 +253,13 @@ def main() -> None:
     ap.add_argument("--resplits", type=int, default=200)
     ap.add_argument("--json", action="store_true", help="print results as JSON")
     ap.add_argument("--cache", type=Path, default=None, help="cache the scores here")
+    ap.add_argument(
+        "--show", type=Path, default=None, help="print the tables of a saved --json run and exit"
+    )
     args = ap.parse_args()
+    if args.show is not None:
+        print_tables(json.loads(args.show.read_text()))
+        return
     import mapie
 
     results = {"mapie_version": mapie.__version__, "delta": DELTA, "resplits": args.resplits}
@@ -236,7 +271,14 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2, sort_keys=True))
         return
-    print(f"MAPIE {results['mapie_version']}; delta={DELTA}; {args.resplits} resplits (50/50)")
+    print_tables(results)
+
+
+def print_tables(results: dict) -> None:
+    """The three tables (per method, matched, frontier) of one run's results."""
+    print(
+        f"MAPIE {results['mapie_version']}; delta={DELTA}; {results['resplits']} resplits (50/50)"
+    )
     print("cells: mean test coverage / resplit violation rate / population violation rate")
     methods = ("fixed_0.8", "empirical", "certified", "mapie")
     print(f"{'set':10s} {'target':>6s} " + " ".join(f"{m:>22s}" for m in methods) + "  cert/mapie")
@@ -271,6 +313,28 @@ def main() -> None:
                 f"{m['violation_rate']:6.3f} {row['mapie']['coverage']:9.3f} "
                 f"{m['mapie_violation_rate']:10.3f}  {ratio}  {band}"
             )
+    print()
+    print("frontier: MAPIE on its own delta ladder, each point matched as above")
+    print(
+        f"{'set':10s} {'target':>6s} {'mapie d':>7s} {'mapie cov':>9s} {'mapie viol':>10s} "
+        f"{'delta':>6s} {'coverage':>9s} {'viol':>6s}  cert/mapie  95% interval"
+    )
+    for name in ("banking77", "clinc150"):
+        for t in TARGETS:
+            for m in results[name][f"{t:.2f}"]["frontier"]:
+                head = (
+                    f"{name:10s} {t:6.2f} {m['mapie_delta']:7g} {m['mapie_coverage']:9.3f} "
+                    f"{m['mapie_violation_rate']:10.3f}"
+                )
+                if m["delta"] is None or m["over_mapie"] is None:
+                    print(f"{head}  no ladder delta matches")
+                    continue
+                iv = m["interval"]
+                band = "n/a" if iv is None else f"[{iv[0]:.3f}, {iv[1]:.3f}]"
+                print(
+                    f"{head} {m['delta']:6g} {m['coverage']:9.3f} {m['violation_rate']:6.3f}"
+                    f"  {m['over_mapie']:10.3f}  {band}"
+                )
 
 
 if __name__ == "__main__":

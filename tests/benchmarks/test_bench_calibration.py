@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -104,3 +105,36 @@ def test_matched_interval_is_none_when_no_resample_matches() -> None:
     ladder = {d: [True] * n for d in bc.MATCH_DELTAS}
     cov, viol = _per_resplit([False] * n, ladder)
     assert bc._matched_interval(cov, viol, 0.95, n) is None
+
+
+def test_matched_against_another_mapie_delta() -> None:
+    ladder = {d: (0.9 - i * 0.05, 0.05 / (i + 1)) for i, d in enumerate(bc.MATCH_DELTAS)}
+    row = _row(0.02, ladder)
+    row[bc._mapie(0.2)] = {"coverage": 0.6, "violation_rate": 0.05}
+    m = bc._matched(row, bc._mapie(0.2))
+    # MAPIE at delta 0.2 violates as often as the largest ladder step
+    assert m["delta"] == bc.MATCH_DELTAS[0]
+    assert m["mapie_violation_rate"] == 0.05
+    assert m["over_mapie"] == pytest.approx(0.9 / 0.6)
+
+
+def test_frontier_matches_every_mapie_delta(capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(1)
+    conf = rng.uniform(0.3, 1.0, 2000)
+    correct = rng.uniform(size=2000) < conf
+    res = bc.evaluate(conf, correct, resplits=2)
+    for row in res.values():
+        assert [p["mapie_delta"] for p in row["frontier"]] == list(bc.MAPIE_DELTAS)
+        at_default = next(p for p in row["frontier"] if p["mapie_delta"] == bc.DELTA)
+        assert at_default["delta"] == row["matched"]["delta"]
+        assert at_default["over_mapie"] == row["matched"]["over_mapie"]
+        for p in row["frontier"]:
+            name = bc._mapie(p["mapie_delta"])
+            assert p["mapie_violation_rate"] == row[name]["violation_rate"]
+            assert p["mapie_coverage"] == row[name]["coverage"]
+    # the tables print from the results alone (what --show does with a saved --json run)
+    saved = json.loads(json.dumps({"mapie_version": "x", "resplits": 2, "banking77": res}))
+    saved["clinc150"] = saved["banking77"]
+    bc.print_tables(saved)
+    out = capsys.readouterr().out
+    assert out.count("banking77    0.95") == 2 + len(bc.MAPIE_DELTAS)

@@ -206,3 +206,17 @@ def test_cli_bench_says_clearly_when_there_is_no_checkout(tmp_path, monkeypatch)
         find_benchmarks_dir()
     monkeypatch.delenv("HYBRIDROUTE_BENCHMARKS_DIR")
     assert find_benchmarks_dir() == ROOT / "benchmarks"
+
+
+def test_matched_row_notes_the_ratio_range_over_mapies_delta_ladder():
+    row = {
+        "frontier": [
+            {"mapie_delta": 0.2, "over_mapie": 1.02},
+            {"mapie_delta": 0.05, "over_mapie": 0.97},
+            {"mapie_delta": 0.01, "over_mapie": None},  # nothing matched there
+        ]
+    }
+    assert (
+        _adapters._frontier(row) == "; matched against MAPIE at delta 0.2, 0.05: ratio 0.970-1.020"
+    )
+    assert _adapters._frontier({"frontier": []}) == ""
