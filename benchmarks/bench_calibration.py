@@ -61,7 +61,8 @@ FIXED = 0.8  # the literal baseline, on purpose
 #: The matched-violation ladder, largest first (fixed in advance, roughly geometric).
 MATCH_DELTAS = (0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001, 0.0005, 0.0003, 0.0002)
 BOOTSTRAP = 1000  # resamples of the resplits behind the matched ratio's interval
-#: MAPIE's own delta ladder for the frontier table (its default delta, DELTA, among them).
+#: MAPIE's own delta ladder for the frontier table (DELTA must be among them: the headline
+#: matched row is the frontier's point at DELTA).
 MAPIE_DELTAS = (0.2, 0.1, 0.05, 0.02, 0.01)
 
 
@@ -233,8 +234,6 @@ def evaluate(conf: np.ndarray, correct: np.ndarray, resplits: int) -> dict:
         }
         mc = row["mapie"]["coverage"]
         row["certified_over_mapie"] = (row["certified"]["coverage"] / mc) if mc > 0 else None
-        row["matched"] = _matched(row)
-        row["matched"]["interval"] = _matched_interval(cov, viol, t, resplits)
         row["frontier"] = [
             {
                 "mapie_delta": d,
@@ -244,6 +243,8 @@ def evaluate(conf: np.ndarray, correct: np.ndarray, resplits: int) -> dict:
             }
             for d in MAPIE_DELTAS
         ]
+        # the headline match is the frontier's point at MAPIE's default delta
+        row["matched"] = next(p for p in row["frontier"] if p["mapie_delta"] == DELTA)
         out[f"{t:.2f}"] = row
     return out
 
@@ -306,12 +307,10 @@ def print_tables(results: dict) -> None:
                 print(f"{name:10s} {t:6.2f}  no ladder delta matches MAPIE's violation rate")
                 continue
             ratio = "n/a" if m["over_mapie"] is None else f"{m['over_mapie']:10.3f}"
-            iv = m.get("interval")
-            band = "n/a" if iv is None else f"[{iv[0]:.3f}, {iv[1]:.3f}]"
             print(
                 f"{name:10s} {t:6.2f} {m['delta']:6g} {m['coverage']:9.3f} "
                 f"{m['violation_rate']:6.3f} {row['mapie']['coverage']:9.3f} "
-                f"{m['mapie_violation_rate']:10.3f}  {ratio}  {band}"
+                f"{m['mapie_violation_rate']:10.3f}  {ratio}  {_band(m.get('interval'))}"
             )
     print()
     print("frontier: MAPIE on its own delta ladder, each point matched as above")
@@ -329,12 +328,14 @@ def print_tables(results: dict) -> None:
                 if m["delta"] is None or m["over_mapie"] is None:
                     print(f"{head}  no ladder delta matches")
                     continue
-                iv = m["interval"]
-                band = "n/a" if iv is None else f"[{iv[0]:.3f}, {iv[1]:.3f}]"
                 print(
                     f"{head} {m['delta']:6g} {m['coverage']:9.3f} {m['violation_rate']:6.3f}"
-                    f"  {m['over_mapie']:10.3f}  {band}"
+                    f"  {m['over_mapie']:10.3f}  {_band(m['interval'])}"
                 )
+
+
+def _band(interval: list[float] | None) -> str:
+    return "n/a" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
 if __name__ == "__main__":
