@@ -19,6 +19,9 @@ message.
     │   │   └── DatasetUnavailableError  a public set is neither cached nor reachable
     │   ├── ArtifactError              a saved model / policy / bundle is tampered,
     │   │                              incompatible or incomplete (.path)
+    │   ├── InputError                 a file or text is unsafe to read: not a regular file,
+    │   │                              over its byte limit, not UTF-8, duplicate keys, too
+    │   │                              deep (.path, .line)
     │   └── SpecError                  an experiment spec is malformed (.path, .field)
     ├── NotFittedError                 an estimator was used before ``fit``
     ├── ClassifierError                a classifier could not produce scores
@@ -43,6 +46,7 @@ __all__ = [
     "DatasetUnavailableError",
     "FactsError",
     "HybridRouteError",
+    "InputError",
     "LLMError",
     "LLMLabelError",
     "LLMTimeoutError",
@@ -151,6 +155,28 @@ class ArtifactError(UserInputError, ValueError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         self.path = path
         prefix = f"{path}: " if path is not None else ""
+        super().__init__(prefix + message)
+
+
+class InputError(UserInputError, ValueError):
+    """A file or text is unsafe to read (names the source and line where known).
+
+    Raised by the hardened readers: a path that is not a regular file, input over its byte
+    limit, text that is not UTF-8 (or holds NUL / lone surrogates), JSON or YAML with
+    duplicate keys, nesting too deep, huge integers or non-finite numbers. ``reason`` is
+    the message without the location, for callers that re-raise it as their own type.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.reason = message
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if line is not None:
+            where.append(f"line {line}")
+        prefix = (", ".join(where) + ": ") if where else ""
         super().__init__(prefix + message)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hybridroute.contracts import snapshot_hash
 from hybridroute.exceptions import ArtifactError, UserInputError
 from hybridroute.records import REDACTED, DecisionLog, Redactor
 from hybridroute.rules import load_rules
@@ -166,7 +167,9 @@ def test_sensitive_facts_are_salted_hashes_and_credentials_never_reach_the_file(
     assert facts["email"] == Redactor(["email"], salt="pepper-1").hash_value("ana@example.com")
     assert facts["email"] != Redactor(["email"], salt="pepper-2").hash_value("ana@example.com")
     assert facts["api_key"] == REDACTED
-    assert rec["snapshot_hash"] == decision.snapshot_hash
+    # the stored hash is the hash of the stored snapshot, not of the original input
+    assert rec["snapshot_hash"] == snapshot_hash(rec["input_snapshot"])
+    assert rec["snapshot_hash"] != decision.snapshot_hash
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     for secret in (
         fake_key,
@@ -177,6 +180,77 @@ def test_sensitive_facts_are_salted_hashes_and_credentials_never_reach_the_file(
         "pepper-1",
     ):
         assert secret.encode() not in raw
+
+
+@pytest.mark.parametrize(
+    ("guessed_fact", "guess"),
+    [
+        ("email", "ana@example.com"),  # a salted-HMAC sensitive fact
+        ("api_key", "plain-secret-value-123"),  # a [REDACTED] credential under its key
+    ],
+)
+def test_the_stored_hash_cannot_confirm_a_guessed_redacted_value(tmp_path, guessed_fact, guess):
+    """Putting the right guess back into a stored snapshot must not reproduce its hash."""
+    from hybridroute.contracts import Decision
+
+    snapshot = {
+        "facts": {"email": "ana@example.com", "api_key": "plain-secret-value-123", "amount": 3},
+        "text": "my key is sk-test-" + "Q" * 30,
+    }
+    decision = Decision(
+        router="r",
+        router_version="1",
+        stage="rule",
+        input_snapshot=snapshot,
+        allowed_destinations=("fail",),
+        selected_destination="fail",
+        reason_code="default_exit",
+    )
+    path = tmp_path / "log.sqlite"
+    with DecisionLog(path, sensitive_fields=["email"], salt="pepper-1") as log:
+        log.append(decision)
+    with DecisionLog(path) as log:
+        (row,) = list(log.rows())
+    rec = row["record"]
+    assert row["snapshot_hash"] == rec["snapshot_hash"]
+    # the attacker's move: restore the guessed value (and the whole original, for good
+    # measure) and compare hashes
+    restored = json.loads(json.dumps(rec["input_snapshot"]))
+    restored["facts"][guessed_fact] = guess
+    for candidate in (restored, snapshot):
+        assert snapshot_hash(candidate) != rec["snapshot_hash"]
+    # what the hash does tell: that the stored snapshot was not edited
+    assert snapshot_hash(rec["input_snapshot"]) == rec["snapshot_hash"]
+
+
+def test_same_input_and_salt_give_the_same_stored_hash_and_redaction_is_idempotent(tmp_path):
+    from hybridroute.contracts import Decision
+
+    def make(email: str) -> Decision:
+        return Decision(
+            router="r",
+            router_version="1",
+            stage="rule",
+            input_snapshot={"facts": {"email": email}, "text": "hi"},
+            allowed_destinations=("fail",),
+            selected_destination="fail",
+            reason_code="default_exit",
+        )
+
+    hashes = []
+    for salt in ("s1", "s1", "s2"):
+        rec = Redactor(["email"], salt=salt).apply_decision(make("a@b.c"))
+        hashes.append(rec["snapshot_hash"])
+    assert hashes[0] == hashes[1] != hashes[2]
+    # a stored record, rebuilt and redacted again, keeps its snapshot and hash
+    red = Redactor(["email"], salt="s1")
+    stored = red.apply_decision(make("a@b.c"))
+    again = red.apply_decision(Decision.from_dict(stored))
+    assert again["input_snapshot"] == stored["input_snapshot"]
+    assert again["snapshot_hash"] == stored["snapshot_hash"]
+    # without anything to redact, the hash is the decision's own
+    plain = make("x")
+    assert Redactor().apply_decision(plain)["snapshot_hash"] == plain.snapshot_hash
 
 
 def test_sensitive_fields_need_a_salt(monkeypatch, tmp_path):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .._redact import REDACTED, Redactor
 from ._log import SCHEMA_VERSION, DecisionLog, record_to_decision
-from ._redact import REDACTED, Redactor
 
 _LAZY = {
     "drift_report": "._drift",

@@ -6,7 +6,7 @@ that uncommitted batch and never corrupts the file; several processes can append
 same file (writers queue on SQLite's lock, waiting up to ``busy_timeout_s``), so two
 routers logging at once lose nothing.
 
-Each row holds the full decision record (redacted, see :mod:`._redact`) as JSON plus the
+Each row holds the full decision record (redacted, see :mod:`hybridroute._redact`) as JSON plus the
 columns that drift and replay filter on.
 """
 
@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._redact import Redactor
 from .._version import __version__
 from ..contracts import Decision
 from ..exceptions import ArtifactError
-from ._redact import Redactor
 
 __all__ = ["SCHEMA_VERSION", "DecisionLog"]
 
@@ -83,7 +83,7 @@ class DecisionLog:
     batch_size : int
         Decisions buffered before one transaction writes them all.
     sensitive_fields : iterable of str
-        Fact names stored as salted hashes (see :class:`~._redact.Redactor`).
+        Fact names stored as salted hashes (see :class:`~hybridroute.records.Redactor`).
     salt : str, optional
         The salt for those hashes (default: ``HYBRIDROUTE_LOG_SALT``); never stored.
     busy_timeout_s : float
@@ -185,7 +185,7 @@ class DecisionLog:
                 decision.stage,
                 decision.selected_destination,
                 decision.reason_code,
-                decision.snapshot_hash,
+                record["snapshot_hash"],  # of the stored (redacted) snapshot
                 decision.label,
                 decision.confidence,
                 json.dumps(record, ensure_ascii=False, separators=(",", ":")),

@@ -1,6 +1,8 @@
-"""Keeping secrets out of the decision log.
+"""Keeping secrets out of everything hybridroute writes.
 
-Two mechanisms, applied to every record before it is written:
+The decision log, reports and errors files, MLflow parameters and artifacts, JSON output
+of the command line and experiment tables all pass through :class:`Redactor` (records)
+or :func:`scrub` (any other JSON-able value) before they are written. Two mechanisms:
 
 * **Declared sensitive facts** (an email, a customer id) are replaced by a salted
   HMAC-SHA-256 (``"hmac-sha256:<hex>"``). The salt is given by the caller (or the
@@ -11,6 +13,15 @@ Two mechanisms, applied to every record before it is written:
   provider keys (``sk-...``, ``AKIA...``, ``ghp_...``, ``xox?-...``, ``Bearer ...``), and the
   exact values of credential-like environment variables are replaced by ``[REDACTED]``
   wherever they appear, free text included.
+
+**The stored snapshot hash is the hash of what is stored.** A record's ``snapshot_hash``
+is recomputed from the redacted snapshot whenever redaction changed it, so the hash
+reveals nothing the stored record does not: nobody can put a guessed email or key back
+into a stored snapshot and confirm it by comparing hashes (without the salt, a guess of a
+hashed fact cannot even be formed). The same input with the same salt still gives the same
+stored hash, which is all replay and the drift report's same-snapshot conflicts need.
+Redaction is idempotent (an ``hmac-sha256:`` value is not hashed again), so replaying a
+stored snapshot and redacting the result gives back the stored hash.
 """
 
 from __future__ import annotations
@@ -23,10 +34,10 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..contracts import RECORD_VERSION, canonical_json
-from ..exceptions import UserInputError
+from .contracts import RECORD_VERSION, canonical_json, snapshot_hash
+from .exceptions import UserInputError
 
-__all__ = ["REDACTED", "Redactor"]
+__all__ = ["REDACTED", "Redactor", "scrub", "scrub_text"]
 
 REDACTED = "[REDACTED]"
 
@@ -45,6 +56,7 @@ _SECRET_VALUE_RE = re.compile(
     )""",
     re.VERBOSE,
 )
+_HASHED_RE = re.compile(r"^hmac-sha256:[0-9a-f]{64}$")
 _ENV_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 _MIN_ENV_SECRET = 8
 
@@ -89,7 +101,9 @@ class Redactor:
         )
 
     def hash_value(self, value: Any) -> str:
-        """Salted HMAC-SHA-256 of a fact value's canonical JSON."""
+        """Salted HMAC-SHA-256 of a fact value's canonical JSON (a hashed value is kept)."""
+        if type(value) is str and _HASHED_RE.match(value):
+            return value  # already redacted (a replayed or re-logged record)
         digest = hmac.new(self._salt, canonical_json(value).encode("utf-8"), hashlib.sha256)
         return "hmac-sha256:" + digest.hexdigest()
 
@@ -108,21 +122,33 @@ class Redactor:
             hit = self._key_cache[key] = bool(_SECRET_KEY_RE.search(key))
         return hit
 
-    def _scrub(self, value: Any, key: str | None = None) -> Any:
+    def _scrub(self, value: Any, key: str | None = None, changed: list[bool] | None = None) -> Any:
         if key is not None and value is not None and self._secret_key(key):
+            if changed is not None and value != REDACTED:
+                changed.append(True)
             return REDACTED
         t = type(value)
         if t is str:
-            return self.scrub_text(value)
+            out = self.scrub_text(value)
+            if changed is not None and out is not value and out != value:
+                changed.append(True)
+            return out
         if value is None or t is int or t is float or t is bool:
             return value
         if t is dict or t is MappingProxyType or isinstance(value, Mapping):
-            return {k: self._scrub(v, str(k)) for k, v in value.items()}
+            return {k: self._scrub(v, str(k), changed) for k, v in value.items()}
         if t is list or t is tuple:
-            return [self._scrub(v) for v in value]
+            return [self._scrub(v, None, changed) for v in value]
         if isinstance(value, str):
-            return self.scrub_text(str(value))
+            return self._scrub(str(value), None, changed)
         return value
+
+    def scrub(self, value: Any) -> Any:
+        """A plain-JSON copy of ``value`` with credentials replaced (and, under any key named
+        like a declared sensitive fact, the value hashed). For reports, params, tables."""
+        if self.sensitive_fields:
+            value = self._hash_named(value, [])
+        return self._scrub(value)
 
     def _hash_named(self, value: Any, hashed: list[str]) -> Any:
         """Hash every value stored under a key named like a sensitive fact."""
@@ -147,14 +173,22 @@ class Redactor:
         snap = dict(out.get("input_snapshot") or {})
         facts = snap.get("facts")
         hashed: list[str] = []
+        changed: list[bool] = []
         if isinstance(facts, Mapping) and self.sensitive_fields:
             facts = dict(facts)
             for name in sorted(self.sensitive_fields & set(facts)):
                 if facts[name] is not None:
-                    facts[name] = self.hash_value(facts[name])
+                    value = self.hash_value(facts[name])
+                    if value != facts[name]:
+                        changed.append(True)
+                    facts[name] = value
                     hashed.append(name)
             snap["facts"] = facts
-        out["input_snapshot"] = self._scrub(snap)
+        out["input_snapshot"] = self._scrub(snap, None, changed)
+        if changed or not out.get("snapshot_hash"):
+            # the hash of the original input would let a holder of the record test guesses
+            # of what was removed; store the hash of what is stored instead
+            out["snapshot_hash"] = snapshot_hash(out["input_snapshot"])
         detail = out.get("detail") or {}
         if self.sensitive_fields:
             # a rule's diagnosis may echo a fact value (e.g. the risk guard's "action")
@@ -187,3 +221,17 @@ class Redactor:
                 "detail": decision.detail,
             }
         )
+
+
+def scrub(value: Any) -> Any:
+    """Credentials removed from any JSON-able value (what every written artifact gets).
+
+    A fresh :class:`Redactor` without sensitive fields, so the credential-like environment
+    variables are read as they are now.
+    """
+    return Redactor().scrub(value)
+
+
+def scrub_text(text: str) -> str:
+    """Credentials removed from one string (see :func:`scrub`)."""
+    return Redactor().scrub_text(text)
