@@ -174,3 +174,17 @@ def test_check_text_refuses_nul_and_lone_surrogates(value, match):
     with pytest.raises(InputError, match=match):
         safeio.check_text(value, what="--text")
     assert safeio.check_text("fine \u2028 text 😀") == "fine \u2028 text 😀"
+
+
+def test_csv_formula_escaping_is_reversible_and_never_leaves_a_formula():
+    import itertools
+
+    from hybridroute._csv import escape_formula, unescape_formula
+
+    assert escape_formula("=cmd|' /C calc'!A0") == "'=cmd|' /C calc'!A0"
+    assert escape_formula("@SUM(A1)") == "'@SUM(A1)"
+    assert escape_formula("where is my parcel") == "where is my parcel"
+    for parts in itertools.product(["'", "=", "+", "@", "\t", "a", "-"], repeat=4):
+        s = "".join(parts)
+        assert unescape_formula(escape_formula(s)) == s
+        assert escape_formula(s)[:1] not in ("=", "+", "-", "@", "\t", "\r")
