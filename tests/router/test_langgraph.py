@@ -99,3 +99,46 @@ def test_destinations_without_a_node_fail_when_the_graph_is_built():
         RULES,
         {d: END for d in ("retry_tool", "fail", "reject", "human_review", "answer", "ask_user")},
     )
+
+
+def test_the_record_in_the_state_is_redacted_and_hashes_like_the_log(tmp_path, monkeypatch):
+    """Graph state is checkpointed: it gets what the log gets, and the same stored hash."""
+    from hybridroute.contracts import snapshot_hash
+    from hybridroute.records import REDACTED, DecisionLog, Redactor
+    from hybridroute.rules import parse_rules
+
+    rules = parse_rules(
+        """
+format: 1
+name: r
+version: "1"
+facts:
+  email: {type: str, default: ""}
+  note: {type: str, default: ""}
+rules:
+  - id: always
+    when: "true"
+    then: human_review
+default: {destination: fail, reason: default_exit}
+"""
+    )
+    key = "sk-proj-" + "K7" * 12
+    facts = {"email": "ana@example.com", "note": f"use {key}"}
+    redactor = Redactor(["email"], salt="pepper")
+    node = router_node(rules, ["human_review", "fail"], redactor=redactor)
+    (record,) = node({"facts": facts}).update["route_decisions"]
+    assert record["input_snapshot"]["facts"]["email"].startswith("hmac-sha256:")
+    assert REDACTED in record["input_snapshot"]["facts"]["note"]
+    assert key not in repr(record) and "ana@example.com" not in repr(record)
+    assert record["snapshot_hash"] == snapshot_hash(record["input_snapshot"])
+    # the log stores the same snapshot and hash for the same input and salt
+    with DecisionLog(tmp_path / "l.sqlite", sensitive_fields=["email"], salt="pepper") as log:
+        log.append(rules.decide(facts))
+    with DecisionLog(tmp_path / "l.sqlite") as log:
+        (stored,) = list(log.records())
+    assert stored["snapshot_hash"] == record["snapshot_hash"]
+    # without a redactor credentials are still scrubbed
+    (plain,) = router_node(rules, ["human_review", "fail"])({"facts": facts}).update[
+        "route_decisions"
+    ]
+    assert key not in repr(plain)

@@ -9,6 +9,12 @@ point nowhere.
 Because the retry budget is read from the ``attempts`` fact in the state, a graph resumed
 from a checkpoint sees the attempts already made and cannot earn an extra retry.
 
+The record put into the state is redacted like a decision-log row (graph state is often
+checkpointed to a store): credentials are always replaced, declared sensitive facts are
+salted hashes when a :class:`~hybridroute.records.Redactor` with them is passed, and the
+record's ``snapshot_hash`` is then the hash of the redacted snapshot, as in the log, so
+the same input with the same salt hashes the same in the graph and in the log.
+
 Needs the ``langgraph`` extra.
 """
 
@@ -17,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._redact import Redactor
 from ..exceptions import RuleSetError
 from ..rules import RuleSet
 from ._router import HybridRouter
@@ -43,6 +50,7 @@ def router_node(
     facts_key: str = "facts",
     text_key: str = "text",
     decisions_key: str = "route_decisions",
+    redactor: Redactor | None = None,
 ) -> Callable[[Mapping[str, Any]], Any]:
     """A LangGraph node function that routes the state and jumps to the chosen node.
 
@@ -58,6 +66,10 @@ def router_node(
     decisions_key : str
         State key the decision record is appended to (declare it with a list reducer,
         e.g. ``Annotated[list, operator.add]``).
+    redactor : Redactor, optional
+        How the record is redacted before it goes into the state (default: credentials
+        only, no sensitive facts). Pass the one your decision log uses
+        (``Redactor(sensitive_fields, salt)``) to hash the same facts.
 
     Raises
     ------
@@ -77,6 +89,7 @@ def router_node(
             + ", ".join(missing)
             + " (add the nodes, or map them, e.g. {'fail': END})"
         )
+    scrubber = redactor if redactor is not None else Redactor()
 
     def route(state: Mapping[str, Any]) -> Any:
         facts = state.get(facts_key) or {}
@@ -86,7 +99,7 @@ def router_node(
             decision = router.decide(facts)
         return Command(
             goto=targets[decision.selected_destination],
-            update={decisions_key: [decision.to_dict()]},
+            update={decisions_key: [scrubber.apply_decision(decision)]},
         )
 
     route.__name__ = f"route_with_{getattr(router, 'name', 'router')}".replace("-", "_")
