@@ -118,7 +118,7 @@ def test_custom_base_is_cloned_per_source(rows) -> None:
 @pytest.mark.parametrize(
     "line,match",
     [
-        ("not json", "row 1: not JSON"),
+        ("not json", "row 1: not valid JSON"),
         (json.dumps({"point": "a"}), "column 'request_id'"),
         (
             json.dumps(
@@ -164,3 +164,127 @@ def test_build_script_output_is_current() -> None:
     script = Path(__file__).resolve().parents[2] / "scripts" / "build_evidence_data.py"
     out = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+# --------------------------------------------------------------------------- hostile files
+
+GOOD_EVIDENCE = {
+    "request_id": "r",
+    "point": "a",
+    "item_id": "i",
+    "source": "bm25",
+    "score": 1.5,
+    "covered": True,
+}
+
+
+def _bounded(fn, timeout: float = 20.0):
+    import threading
+
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), f"did not finish within {timeout} s"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def test_loader_refuses_a_fifo_at_once(tmp_path) -> None:
+    import os
+
+    fifo = tmp_path / "ev.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(DatasetError, match=r"ev\.jsonl: is a FIFO .*must be a regular file"):
+        _bounded(lambda: load_evidence_labels(fifo), timeout=10)
+
+
+def test_loader_refuses_devices_in_bounded_memory() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "from hybridroute.calibration import load_evidence_labels\n"
+        "from hybridroute.exceptions import DatasetError\n"
+        "for p in ('/dev/zero', '/dev/urandom'):\n"
+        "    try:\n"
+        "        load_evidence_labels(p)\n"
+        "    except DatasetError as exc:\n"
+        "        print('refused:', exc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (
+        proc.stdout.count("is a character device; a file of evidence labels must be a regular file")
+        == 2
+    )
+
+
+def test_loader_enforces_its_byte_limit(tmp_path, monkeypatch) -> None:
+    from hybridroute.calibration import _evidence
+
+    p = tmp_path / "ev.jsonl"
+    p.write_text((json.dumps(GOOD_EVIDENCE) + "\n") * 50)
+    monkeypatch.setattr(_evidence, "MAX_EVIDENCE_BYTES", 1000)
+    with pytest.raises(DatasetError, match="larger than the limit of 1,000 bytes"):
+        load_evidence_labels(p)
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        (
+            '{"request_id": "r", "point": "a", "item_id": "i", "source": "s", "score": 0.1, '
+            '"covered": false, "covered": true}',
+            "duplicate key 'covered'",
+        ),
+        (
+            '{"request_id": "r", "point": "a", "item_id": "i", "source": "s", "source": "t", '
+            '"score": 0.1, "covered": true}',
+            "duplicate key 'source'",
+        ),
+        ('{"request_id": "r", "x": ' + "[" * 1000 + "]" * 1000 + "}", "nested too deeply"),
+        ('{"request_id": ' + "7" * 5000 + "}", "5000 digits"),
+        (
+            '{"request_id": "r", "point": "a", "item_id": "i", "source": "s", "score": NaN, '
+            '"covered": true}',
+            "NaN",
+        ),
+        (
+            '{"request_id": "r", "point": "a", "item_id": "i", "source": "s", '
+            '"score": Infinity, "covered": true}',
+            "Infinity",
+        ),
+    ],
+)
+def test_loader_parses_each_line_strictly(tmp_path, line: str, match: str) -> None:
+    p = tmp_path / "ev.jsonl"
+    p.write_text(json.dumps(GOOD_EVIDENCE) + "\n" + line + "\n")
+    with pytest.raises(DatasetError, match=rf"ev\.jsonl, row 2: .*{match}"):
+        _bounded(lambda: load_evidence_labels(p))
+
+
+@pytest.mark.parametrize("key", ["source", "point", "item_id", "request_id"])
+def test_loader_refuses_nul_in_string_fields(tmp_path, key: str) -> None:
+    p = tmp_path / "ev.jsonl"
+    row = dict(GOOD_EVIDENCE, **{key: "bm25\x00"})
+    p.write_text(json.dumps(GOOD_EVIDENCE) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(DatasetError, match=rf"row 2, column '{key}': holds a NUL character"):
+        load_evidence_labels(p)
+
+
+def test_loader_refuses_undecodable_bytes(tmp_path) -> None:
+    p = tmp_path / "ev.jsonl"
+    p.write_bytes(json.dumps(GOOD_EVIDENCE).encode() + b'\n{"source": "caf\xe9"}\n')
+    with pytest.raises(DatasetError, match=r"ev\.jsonl, row 2: not UTF-8"):
+        load_evidence_labels(p)

@@ -34,7 +34,7 @@ ROWS = [
         "id": "r3",
         "text": "my parcel is late",
         "label": "order_status",
-        "split": "holdout",
+        "split": "validation",
         "facts": {"attempts": 1, "vip": None, "fields": []},
         "next_step": None,
         "tags": None,
@@ -93,8 +93,8 @@ def test_columns_and_views(small):
     assert small.name == "small" and small.source.endswith("small.jsonl")
     assert len(small) == 5
     assert small.labels == ("cancel", "order_status", "refund")
-    assert small.splits == {"train": 2, "calibration": 1, "test": 1, "holdout": 1}
-    assert list(small.splits) == ["train", "calibration", "test", "holdout"]
+    assert small.splits == {"train": 2, "validation": 1, "calibration": 1, "test": 1}
+    assert list(small.splits) == ["train", "validation", "calibration", "test"]
     assert small.texts[1] == "refund please" and small.y[1] == "refund"
     assert small.ids == ["r1", "r2", "r3", "r4", "r5"]
     assert small.fact_columns == ("attempts", "vip", "fields")
@@ -130,9 +130,9 @@ def test_split_selection(small):
     assert both.provenance["steps"][-1] == {"op": "select", "splits": ["train", "test"]}
     with pytest.raises(
         DatasetError,
-        match=r"column 'split': small has no split 'validation'; its splits are train, calibration, test, holdout",
+        match=r"column 'split': small has no split 'train2'; its splits are train, validation, calibration, test",
     ):
-        small.split("validation")
+        small.split("train2")
 
 
 def test_from_frame_of_a_frame_gives_the_same_set(small):
@@ -162,13 +162,38 @@ def test_from_frame_validates_like_a_file():
     assert ok.ids == ["1", "2"]
 
 
+def _formula_rows() -> list[dict]:
+    """ROWS with texts, labels, ids and string facts that a spreadsheet would run."""
+    triggers = ["=", "+", "-", "@", "\t", "'="]
+    out = []
+    for i, r in enumerate(ROWS):
+        t = triggers[i % len(triggers)]
+        facts = dict(r["facts"], action=f"{t}cmd|' /C calc'!A0", fields=[f"{t}x", "y"])
+        out.append(
+            dict(r, text=t + r["text"], label="=" + r["label"], id=f"@{r['id']}", facts=facts)
+        )
+    return out
+
+
+@pytest.fixture
+def small_formulas(write):
+    path = write("formulas.jsonl", "".join(json.dumps(r) + "\n" for r in _formula_rows()))
+    return load_dataset(f"jsonl:{path}")
+
+
+@pytest.mark.parametrize("which", ["small", "small_formulas"])
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
-def test_export_round_trip_keeps_the_fingerprint(small, tmp_path, suffix):
+def test_export_round_trip_keeps_the_fingerprint(request, tmp_path, suffix, which):
+    small = request.getfixturevalue(which)
     out = small.export(tmp_path / f"out{suffix}")
     back = load_dataset(out)
     assert back.fingerprint == small.fingerprint
     assert back.facts(3) == small.facts(3)
     assert back.frame.equals(small.frame)
+    if which == "small_formulas" and suffix == ".csv":
+        body = out.read_text(encoding="utf-8")
+        assert "\n=" not in body and ",=" not in body and ",+" not in body and ",@" not in body
+        assert ",'=cmd|" in body and "'@r1" in body
 
 
 def test_export_csv_columns(small, tmp_path):

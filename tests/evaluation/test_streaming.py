@@ -323,3 +323,335 @@ def test_a_label_seen_only_in_rule_rows_gets_a_per_class_row(parts, tmp_path):
     st = evaluate_stream(router, rows, n_boot=20)
     assert "rule_only_label" in st["per_class"]
     assert st["per_class"] == ev["per_class"] and st["confusion"] == ev["confusion"]
+
+
+# --------------------------------------------------------------------------- hostile files
+# Bounded reading: regular files only, a line limit, a byte limit counted after
+# decompression, each JSONL line parsed strictly. Tests that could hang or grow memory on
+# a regression run in a daemon thread joined with a timeout, or in a subprocess with an
+# address-space limit.
+
+
+def _bounded(fn, timeout=20.0):
+    import threading
+
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), f"did not finish within {timeout} s"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _write_lines(path, *lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+GOOD_LINE = '{"text": "fine", "label": "x"}'
+
+
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.csv", "rows.jsonl.gz"])
+def test_a_fifo_is_refused_at_once(tmp_path, name):
+    import os
+
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    with pytest.raises(DatasetError, match=r"is a FIFO .*must be a regular file"):
+        _bounded(lambda: list(LabelledStream(fifo)), timeout=10)
+
+
+def test_a_directory_is_refused(tmp_path):
+    d = tmp_path / "rows.jsonl"
+    d.mkdir()
+    with pytest.raises(DatasetError, match="is a directory"):
+        _bounded(lambda: list(LabelledStream(d)))
+
+
+def test_devices_neither_hang_nor_grow_memory(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    # LabelledStream picks the format from the name: link names to the devices
+    links = []
+    for dev, name in (
+        ("/dev/zero", "z.jsonl"),
+        ("/dev/zero", "z.csv"),
+        ("/dev/urandom", "u.jsonl.gz"),
+    ):
+        os.symlink(dev, tmp_path / name)
+        links.append(str(tmp_path / name))
+    code = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "from hybridroute.evaluation import LabelledStream\n"
+        "from hybridroute.exceptions import DatasetError\n"
+        f"for p in {links!r}:\n"
+        "    try:\n"
+        "        list(LabelledStream(p))\n"
+        "    except DatasetError as exc:\n"
+        "        print('refused:', exc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("is a character device; a labelled file must be a regular file") == 3
+
+
+def test_a_gzip_bomb_stops_at_the_byte_limit(tmp_path):
+    gz = tmp_path / "bomb.jsonl.gz"
+    with gzip.open(gz, "wb", compresslevel=9) as fh:
+        block = (b" " * 1023 + b"\n") * 1024
+        for _ in range(64):  # 64 MiB of blank lines, ~64 KB compressed
+            fh.write(block)
+    assert gz.stat().st_size < 1 << 20
+    with pytest.raises(
+        DatasetError,
+        match=r"larger than the limit of 8,388,608 bytes \(decompressed, set "
+        r"HYBRIDROUTE_MAX_STREAM_BYTES or max_bytes= to raise it\)",
+    ):
+        _bounded(lambda: list(LabelledStream(gz, max_bytes=8 << 20)))
+
+
+def test_the_byte_limit_comes_from_the_environment(tmp_path, monkeypatch):
+    from hybridroute.evaluation._streaming import MAX_STREAM_BYTES, stream_byte_limit
+
+    path = _write_lines(tmp_path / "r.jsonl", *[GOOD_LINE] * 100)
+    assert stream_byte_limit() == MAX_STREAM_BYTES == 64 << 30
+    monkeypatch.setenv("HYBRIDROUTE_MAX_STREAM_BYTES", "500")
+    with pytest.raises(DatasetError, match="larger than the limit of 500 bytes"):
+        list(LabelledStream(path))
+    assert len(list(LabelledStream(path, max_bytes=1 << 20))) == 100
+    for bad in ("lots", "0", "-3"):
+        monkeypatch.setenv("HYBRIDROUTE_MAX_STREAM_BYTES", bad)
+        with pytest.raises(DatasetError, match="must be a positive whole number"):
+            LabelledStream(path)
+    with pytest.raises(ValueError, match="max_bytes must be a positive integer"):
+        LabelledStream(path, max_bytes=0)
+
+
+def test_an_overlong_line_is_a_row_error_read_in_bounded_memory(tmp_path):
+    from hybridroute.evaluation._streaming import MAX_LINE_BYTES
+
+    path = tmp_path / "long.jsonl"
+    with open(path, "wb") as fh:
+        fh.write(GOOD_LINE.encode() + b"\n")
+        fh.write(b'{"text": "' + b"a" * (20 * MAX_LINE_BYTES) + b'", "label": "x"}\n')
+        fh.write(GOOD_LINE.encode() + b"\n")
+    with pytest.raises(
+        DatasetError, match=r"long\.jsonl, row 2: the line is longer than 1,000,000"
+    ):
+        _bounded(lambda: list(LabelledStream(path)))
+    stream = LabelledStream(path, on_error="skip")
+    tracemalloc.start()
+    try:
+        rows = _bounded(lambda: list(stream))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(rows) == 2 and [s.row for s in stream.skipped] == [2]
+    assert peak < 8 * MAX_LINE_BYTES, peak  # the 20 MB line was never held whole
+
+
+def test_an_overlong_csv_line_names_the_line(tmp_path):
+    path = tmp_path / "long.csv"
+    path.write_text("text,label\nfine,x\n" + "a" * 1_000_001 + ",x\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"long\.csv: line 3 is longer than 1,000,000 bytes"):
+        _bounded(lambda: list(LabelledStream(path, on_error="skip")))
+
+
+def test_an_unclosed_csv_quote_cannot_gather_the_file(tmp_path):
+    path = tmp_path / "q.csv"
+    path.write_text('text,label\n"never closed,x\n' + "more text,x\n" * 20_000, encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"q\.csv, row 1: unreadable CSV row \(field larger"):
+        _bounded(lambda: list(LabelledStream(path)))
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        (
+            '{"text": "hi", "label": "x", "facts": {"a": 1}, "facts": {"a": 2}}',
+            "duplicate key 'facts'",
+        ),
+        ('{"text": "hi", "text": "ho", "label": "x"}', "duplicate key 'text'"),
+        (
+            '{"text": "hi", "label": "x", "facts": {"has_permission": false, "has_permission": true}}',
+            "duplicate key 'has_permission'",
+        ),
+        (
+            '{"text": "hi", "label": "x", "facts": {"d": ' + "[" * 1000 + "]" * 1000 + "}}",
+            "nested too deeply",
+        ),
+        ('{"text": "hi", "label": "x", "d": ' + "[" * 65 + "]" * 65 + "}", "nested too deeply"),
+        ('{"text": "hi", "label": "x", "facts": {"n": ' + "9" * 5000 + "}}", "5000 digits"),
+        ('{"text": "hi", "label": ' + "1" * 70 + "}", "70 digits"),
+        ('{"text": "hi", "label": "x", "facts": {"amount": NaN}}', "NaN"),
+        ('{"text": "hi", "label": "x", "facts": {"amount": -Infinity}}', "Infinity"),
+        ('{"text": "hi", "label": "x", "facts": {"amount": 1e999}}', "too large for a float"),
+        ('{"text": "bad \\udc80 escape", "label": "x"}', "lone surrogate"),
+    ],
+)
+def test_hostile_json_lines_are_row_errors(tmp_path, line, match):
+    path = _write_lines(tmp_path / "h.jsonl", GOOD_LINE, line, GOOD_LINE)
+    with pytest.raises(DatasetError, match=rf"h\.jsonl, row 2: .*{match}"):
+        _bounded(lambda: list(LabelledStream(path)))
+    stream = LabelledStream(path, on_error="skip")
+    assert len(_bounded(lambda: list(stream))) == 2 and stream.n_skipped == 1
+
+
+@pytest.mark.parametrize(
+    ("cell", "match"),
+    [
+        ('"{""a"": 1, ""a"": 2}"', "duplicate key 'a'"),
+        ("[" * 1000 + "]" * 1000, "nested too deeply"),
+        ("9" * 5000, "5,000 digits"),
+        ("1e400", "too large for a float"),
+        ('"[1, NaN]"', "NaN"),
+    ],
+)
+def test_hostile_csv_cells_are_row_errors(tmp_path, cell, match):
+    path = tmp_path / "h.csv"
+    path.write_text(f"text,label,extra\nfine,x,1\nagain,x,{cell}\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=rf"h\.csv, row 2, column 'extra': .*{match}"):
+        _bounded(lambda: list(LabelledStream(path)))
+
+
+def test_a_declared_text_fact_is_not_parsed(tmp_path):
+    deep = "[" * 1000 + "]" * 1000
+    path = tmp_path / "t.csv"
+    path.write_text(f"text,label,code\nfine,x,{deep}\n", encoding="utf-8")
+    rows = _bounded(lambda: list(LabelledStream(path, fact_types={"code": "str"})))
+    assert rows[0]["facts"] == {"code": deep}
+
+
+@pytest.mark.parametrize(
+    ("line", "column"),
+    [
+        ('{"text": "delete my\\u0000 data", "label": "x"}', "text"),
+        ('{"text": "hi", "label": "x\\u0000"}', "label"),
+        (
+            '{"text": "hi", "label": "x", "facts": {"action": "delete_account_data\\u0000"}}',
+            "action",
+        ),
+        ('{"text": "hi", "label": "x", "action": "\\u0000"}', "action"),
+        ('{"text": "hi", "label": "x", "facts": {"fields": ["a", "b\\u0000"]}}', "fields"),
+        ('{"text": "hi", "label": "x", "split": "test\\u0000"}', "split"),
+        ('{"id": "a\\u0000", "text": "hi", "label": "x"}', "id"),
+        ('{"text": "hi", "label": "x", "next_step": "answer\\u0000"}', "next_step"),
+    ],
+)
+def test_nul_is_refused_in_json_rows(tmp_path, line, column):
+    path = _write_lines(tmp_path / "n.jsonl", GOOD_LINE, line)
+    with pytest.raises(DatasetError, match=rf"row 2, column '{column}': .*NUL character"):
+        list(LabelledStream(path))
+
+
+@pytest.mark.parametrize(
+    ("row", "column"),
+    [("he\x00llo,x,1", "text"), ("hello,x\x00,1", "label"), ("hello,x,1\x00", "attempts")],
+)
+def test_nul_is_refused_in_csv_rows(tmp_path, row, column):
+    path = tmp_path / "n.csv"
+    path.write_text(f"text,label,attempts\nfine,x,0\n{row}\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=rf"row 2, column '{column}': .*NUL character"):
+        list(LabelledStream(path))
+
+
+@pytest.mark.parametrize("split", ["bogus", "holdout", "training", "Test2"])
+def test_unknown_splits_are_refused(tmp_path, split):
+    path = _write_lines(
+        tmp_path / "s.jsonl", GOOD_LINE, json.dumps({"text": "hi", "label": "x", "split": split})
+    )
+    with pytest.raises(
+        DatasetError, match=rf"row 2, column 'split': unknown split '{split}'; the known splits"
+    ):
+        list(LabelledStream(path))
+    with pytest.raises(ValueError, match=f"unknown split '{split}'"):
+        LabelledStream(path, split=split)
+
+
+def test_split_aliases_are_read_as_the_loaders_read_them(tmp_path):
+    from hybridroute.datasets._validate import SPLIT_ALIASES, SPLIT_ORDER
+    from hybridroute.evaluation import _streaming
+
+    assert _streaming._SPLITS == SPLIT_ORDER and _streaming._SPLIT_ALIASES == SPLIT_ALIASES
+    lines = [
+        json.dumps({"text": f"t{i}", "label": "x", "split": s})
+        for i, s in enumerate(["val", "Dev", "validation", "train", "calib"])
+    ]
+    path = _write_lines(tmp_path / "a.jsonl", *lines)
+    assert [r["split"] for r in LabelledStream(path)] == [
+        "validation",
+        "validation",
+        "validation",
+        "train",
+        "calibration",
+    ]
+    assert len(list(LabelledStream(path, split="val"))) == 3
+
+
+def test_row_numbers_are_line_numbers_as_in_the_loaders(tmp_path):
+    path = tmp_path / "b.jsonl"
+    path.write_text(GOOD_LINE + "\n\n\n" + '{"label": "x"}\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"b\.jsonl, row 4, column 'text'"):
+        list(LabelledStream(path))
+
+
+def test_undecodable_json_lines_are_row_errors(tmp_path):
+    path = tmp_path / "u.jsonl"
+    path.write_bytes(
+        GOOD_LINE.encode() + b'\n{"text": "caf\xe9", "label": "x"}\n' + GOOD_LINE.encode() + b"\n"
+    )
+    with pytest.raises(DatasetError, match=r"u\.jsonl, row 2: not valid UTF-8"):
+        list(LabelledStream(path))
+    stream = LabelledStream(path, on_error="skip")
+    assert len(list(stream)) == 2 and stream.n_skipped == 1
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_an_exported_set_with_formulas_streams_as_it_loads(tmp_path, suffix):
+    from hybridroute.datasets import load_dataset
+
+    texts = ["=cmd|' /C calc'!A0", "+1+1", "-2", "@SUM(A1)", "\t=x", "'=quoted", "plain"]
+    rows = [
+        {"text": t, "label": "=a" if i % 2 else "b", "facts": {"note": t, "n": -i}}
+        for i, t in enumerate(texts)
+    ]
+    src = _write_lines(tmp_path / "src.jsonl", *[json.dumps(r) for r in rows])
+    ds = load_dataset(f"jsonl:{src}")
+    out = ds.export(tmp_path / f"out{suffix}")
+    streamed = list(LabelledStream(out, fact_types={"note": "str", "n": "int"}))
+    assert [r["text"] for r in streamed] == texts
+    assert [r["label"] for r in streamed] == ds.y
+    assert [r["facts"] for r in streamed] == [ds.facts(i) for i in range(len(ds))]
+
+
+def test_reading_a_file_stays_constant_memory(tmp_path):
+    def peak(n):
+        path = tmp_path / f"r{n}.jsonl"
+        with open(path, "w", encoding="utf-8") as fh:
+            for i in range(n):
+                fh.write(
+                    json.dumps({"text": f"ticket {i}", "label": f"c{i % 5}", "facts": {"n": i}})
+                    + "\n"
+                )
+        tracemalloc.start()
+        try:
+            count = sum(1 for _ in LabelledStream(path))
+            return count, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    (n1, small), (n2, large) = peak(2_000), peak(20_000)
+    assert (n1, n2) == (2_000, 20_000)
+    assert large < 1.5 * small + 200_000, (small, large)

@@ -11,7 +11,6 @@ cannot serve both: thresholds are fitted per source, from labelled
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import DatasetError, UndeclaredValueError
+from .._safeio import iter_lines, parse_json
+from ..exceptions import DatasetError, InputError, UndeclaredValueError
 from ._base import _Estimator, as_flags, as_scores, jsonable_threshold, same_length
 from ._precision import CertifiedPrecisionThreshold, ThresholdFitter
 
@@ -200,6 +200,10 @@ class EvidenceThresholds(_Estimator):
 
 
 _ROW_KEYS = ("request_id", "point", "item_id", "source", "score", "covered")
+#: Most bytes of an evidence-labels file (the bundled one is 175 KB).
+MAX_EVIDENCE_BYTES = 256 * 1024 * 1024
+#: Longest line of an evidence-labels file (a row is about 150 bytes).
+MAX_EVIDENCE_LINE_BYTES = 1_000_000
 
 
 def load_evidence_labels(path: str | Path | None = None) -> list[dict[str, Any]]:
@@ -210,46 +214,53 @@ def load_evidence_labels(path: str | Path | None = None) -> list[dict[str, Any]]
     The bundled rows hold real scores of two retrievers (``bm25`` and ``char_tfidf``) over
     the support help-centre articles; see ``calibration/data/README.md``.
 
+    The file is read through :mod:`hybridroute._safeio`: a regular file of at most
+    :data:`MAX_EVIDENCE_BYTES`, strict UTF-8, each line parsed strictly (a duplicate key,
+    deep nesting, a huge integer or ``NaN`` is refused, naming the line).
+
     Raises
     ------
     DatasetError
         Naming the file, the 1-based line and the field at fault.
     """
     p = bundled_evidence_path() if path is None else Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DatasetError(f"cannot read: {exc.strerror or exc}", path=str(p)) from None
     rows = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"not JSON: {exc.msg}", path=str(p), row=lineno) from None
-        if not isinstance(row, dict):
-            raise DatasetError("each line must be a JSON object", path=str(p), row=lineno)
-        for key in _ROW_KEYS:
-            if key not in row:
-                raise DatasetError("missing field", path=str(p), row=lineno, column=key)
-        score = row["score"]
-        if (
-            isinstance(score, bool)
-            or not isinstance(score, (int, float))
-            or not math.isfinite(score)
+    try:
+        for lineno, line in iter_lines(
+            p,
+            limit=MAX_EVIDENCE_BYTES,
+            line_limit=MAX_EVIDENCE_LINE_BYTES,
+            what="file of evidence labels",
         ):
-            raise DatasetError(
-                "score must be a finite number", path=str(p), row=lineno, column="score"
-            )
-        if not isinstance(row["covered"], bool):
-            raise DatasetError(
-                "covered must be true or false", path=str(p), row=lineno, column="covered"
-            )
-        rows.append(row)
+            if not line.strip():
+                continue
+            rows.append(_evidence_row(parse_json(line, source=str(p), line=lineno), p, lineno))
+    except InputError as exc:
+        raise DatasetError(exc.reason, path=str(p), row=exc.line) from None
     if not rows:
         raise DatasetError("no labelled rows", path=str(p))
     return rows
+
+
+def _evidence_row(row: Any, p: Path, lineno: int) -> dict[str, Any]:
+    """One checked evidence row (``DatasetError`` naming file, line and field)."""
+    if not isinstance(row, dict):
+        raise DatasetError("each line must be a JSON object", path=str(p), row=lineno)
+    for key in _ROW_KEYS:
+        if key not in row:
+            raise DatasetError("missing field", path=str(p), row=lineno, column=key)
+        value = row[key]
+        if isinstance(value, str) and "\x00" in value:
+            # "bm25\x00" would be a source of its own, with its own threshold
+            raise DatasetError("holds a NUL character", path=str(p), row=lineno, column=key)
+    score = row["score"]
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise DatasetError("score must be a finite number", path=str(p), row=lineno, column="score")
+    if not isinstance(row["covered"], bool):
+        raise DatasetError(
+            "covered must be true or false", path=str(p), row=lineno, column="covered"
+        )
+    return row
 
 
 def _default_evidence_base() -> CertifiedPrecisionThreshold:

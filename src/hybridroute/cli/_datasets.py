@@ -336,8 +336,18 @@ def export_command(
     label_column: str | None = _LABEL,
     split_column: str | None = _SPLIT,
     id_column: str | None = _ID,
+    scrub: bool = typer.Option(
+        False,
+        "--scrub",
+        help="Replace credentials in texts, facts and annotations by [REDACTED], as the "
+        "decision log does (the written set then has its own fingerprint).",
+    ),
 ) -> None:
-    """Write a labelled set to CSV or JSONL: text, label, split, then the facts."""
+    """Write a labelled set to CSV or JSONL: text, label, split, then the facts.
+
+    CSV text cells that a spreadsheet would run as a formula (starting with =, +, -, @,
+    a tab) are written with a leading apostrophe; loading the file removes it again.
+    """
     options = _options(
         data_dir=data_dir,
         no_download=no_download,
@@ -348,8 +358,20 @@ def export_command(
         id_column=id_column,
     )
     ds = _load(ref, options)
+    note = ""
+    if scrub:
+        original = ds.fingerprint
+        ds = ds.scrubbed()
+        cells = ds.provenance["steps"][-1]["cells"]
+        note = (
+            f"; scrubbed {_n(cells)} cell(s), fingerprint was {original}"
+            if cells
+            else "; scrubbing found nothing to remove"
+        )
     path = ds.export(out)
-    typer.echo(f"wrote {_n(len(ds))} rows of {ds.name} to {path} (fingerprint {ds.fingerprint})")
+    typer.echo(
+        f"wrote {_n(len(ds))} rows of {ds.name} to {path} (fingerprint {ds.fingerprint}{note})"
+    )
 
 
 datasets_app.command("list")(list_command)

@@ -5,14 +5,19 @@ from __future__ import annotations
 import copy
 import csv
 import hashlib
+import io
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+import os
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
+from .._csv import escape_formula
+from .._redact import REDACTED, Redactor
 from ..contracts import FactSchema, canonical_json
 from ..exceptions import DatasetError
 from ._io import RawTable
@@ -26,6 +31,7 @@ from ._validate import (
     SkippedRow,
     build,
     fact_types_from,
+    known_splits_hint,
     text_key,
 )
 
@@ -451,6 +457,7 @@ class LabelledSet:
         ----------
         fractions : mapping of str to float, optional
             Split name → share; default ``{"train": 0.6, "calibration": 0.2, "test": 0.2}``.
+        Names are those of files: ``train``, ``validation``, ``calibration``, ``test``.
         seed : int, default 0
             Which rows go where; the same seed gives the same split.
 
@@ -467,6 +474,12 @@ class LabelledSet:
                 column="split",
             )
         fractions = dict(fractions or DEFAULT_FRACTIONS)
+        for split_name in fractions:
+            if split_name not in SPLIT_ORDER:
+                # a file with this split would not load back, and no command selects it
+                raise ValueError(
+                    f"unknown split {split_name!r} in fractions; {known_splits_hint()}"
+                )
         frame = self._frame
         plan: SplitPlan = make_splits(
             frame["label"].tolist(),
@@ -483,14 +496,94 @@ class LabelledSet:
 
     # ------------------------------------------------------------------ export
 
-    def export(self, path: str | Path) -> Path:
+    def scrubbed(self) -> LabelledSet:
+        """A copy with credentials removed, as the decision log removes them.
+
+        Texts, facts and annotations go through the scrubbing of
+        :func:`hybridroute._redact.scrub`: strings shaped like provider keys (``sk-...``,
+        ``AKIA...``, ``ghp_...``, ``Bearer ...``), the values of credential-like
+        environment variables (``OPENAI_API_KEY``...) and every value of a fact named like a
+        credential (``api_key``, ``token``, ``password``...) become ``"[REDACTED]"``. Ids,
+        labels and splits are kept. A fact column whose values were replaced whole becomes
+        a ``str`` column.
+
+        The rows change wherever something was removed, so the returned set has a
+        different :attr:`fingerprint` (unless nothing was found); the number of cells
+        changed is recorded in :attr:`provenance` (``{"op": "scrub", "cells": n}``).
+        """
+        red = Redactor()
+        frame = self._frame.copy()
+        fact_types = dict(self._fact_types)
+        changed = 0
+        texts = frame["text"].tolist()
+        clean = [red.scrub_text(t) for t in texts]
+        changed += sum(1 for a, b in zip(texts, clean, strict=True) if a != b)
+        frame["text"] = pd.Series(clean, dtype=object, index=frame.index)
+        annotations = [c for c in ANNOTATION_COLUMNS if c in frame.columns]
+        for c in [*self._fact_columns, *annotations]:
+            values = [_plain(v) for v in frame[c].tolist()]
+            out = [red.scrub({c: v})[c] for v in values]
+            n = sum(1 for a, b in zip(values, out, strict=True) if a != b)
+            if not n:
+                continue
+            changed += n
+            whole = any(
+                b == REDACTED and not isinstance(a, str) for a, b in zip(values, out, strict=True)
+            )
+            if whole and c in fact_types:
+                fact_types[c] = "str"
+            frame[c] = pd.Series(out, dtype=object, index=frame.index)
+        prov = copy.deepcopy(self._provenance)
+        prov["steps"].append({"op": "scrub", "cells": changed})
+        return LabelledSet(
+            frame,
+            name=self._name,
+            source=self._source,
+            fact_columns=self._fact_columns,
+            fact_types=fact_types,
+            oos_label=self._oos_label,
+            skipped=self._skipped,
+            notes=self._notes,
+            provenance=prov,
+        )
+
+    def export(self, path: str | Path, *, scrub: bool = False) -> Path:
         """Write the set to ``.csv`` or ``.jsonl``: text, label, split, facts, annotations, id.
 
         CSV cells hold facts as JSON text (``true``, ``3``, ``["a"]``), empty for ``None``;
         JSONL rows nest the facts under ``"facts"``. Either file loads back with
         :func:`~hybridroute.datasets.load_dataset` to the same fingerprint (CSV: as long as
         text-valued facts do not look like numbers).
+
+        Every string written to a CSV cell (texts, labels, splits, ids, text facts and
+        annotations, column names) is escaped against spreadsheet formulas with
+        :func:`hybridroute._csv.escape_formula`: one that starts with ``=``, ``+``, ``-``,
+        ``@``, a tab or a carriage return (``=cmd|' /C calc'!A0``) gets a leading
+        apostrophe, so a spreadsheet shows it as text instead of running it. The CSV loader
+        removes the apostrophe again, so the round trip is exact. Facts written as JSON
+        numbers (``-5``) are numbers, not formulas, and are not escaped.
+
+        The file is written next to ``path`` and moved into place when complete, so a
+        failed export leaves no partial file; an existing ``path`` that is not a regular
+        file (a FIFO, a device) is refused.
+
+        Parameters
+        ----------
+        path : str or path
+            The file; its suffix (``.csv`` / ``.jsonl``) chooses the format.
+        scrub : bool, default False
+            Write :meth:`scrubbed` rows instead: credentials in texts, facts and
+            annotations replaced by ``"[REDACTED]"``, as in the decision log. The file then
+            loads back to the scrubbed set's fingerprint, which differs from this set's
+            wherever something was removed.
+
+        Returns
+        -------
+        Path
+            The file written.
         """
+        if scrub:
+            return self.scrubbed().export(path)
         p = Path(path)
         suffix = p.suffix.lower()
         if suffix not in (".csv", ".jsonl"):
@@ -502,25 +595,35 @@ class LabelledSet:
         columns = head + list(self._fact_columns) + annotations + ["id"]
         data = {c: frame[c].tolist() for c in columns}
         n = len(frame)
-        try:
-            if suffix == ".csv":
-                with p.open("w", encoding="utf-8", newline="") as fh:
-                    writer = csv.writer(fh, lineterminator="\n")
-                    writer.writerow(columns)
-                    for i in range(n):
-                        writer.writerow([_csv_cell(data[c][i]) for c in columns])
-            else:
-                with p.open("w", encoding="utf-8", newline="\n") as fh:
-                    for i in range(n):
-                        obj: dict[str, Any] = {c: data[c][i] for c in head}
-                        if self._fact_columns:
-                            obj["facts"] = {c: _plain(data[c][i]) for c in self._fact_columns}
-                        for c in annotations:
-                            obj[c] = _plain(data[c][i])
-                        obj["id"] = data["id"][i]
-                        fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        except OSError as exc:
-            raise DatasetError(f"cannot write the file ({exc.strerror})", path=str(p)) from None
+
+        def write_csv(fh: IO[str]) -> None:
+            # csv quotes a field only for the characters of its line terminator, so rows are
+            # formatted with "\r\n" (a cell holding a lone "\r" is quoted too) and written
+            # ending in "\n"
+            buf = io.StringIO()
+            writer = csv.writer(buf, lineterminator="\r\n")
+
+            def line(cells: list[str]) -> str:
+                buf.seek(0)
+                buf.truncate()
+                writer.writerow(cells)
+                return buf.getvalue()[:-2] + "\n"
+
+            fh.write(line([escape_formula(c) for c in columns]))
+            for i in range(n):
+                fh.write(line([_csv_cell(data[c][i]) for c in columns]))
+
+        def write_jsonl(fh: IO[str]) -> None:
+            for i in range(n):
+                obj: dict[str, Any] = {c: data[c][i] for c in head}
+                if self._fact_columns:
+                    obj["facts"] = {c: _plain(data[c][i]) for c in self._fact_columns}
+                for c in annotations:
+                    obj[c] = _plain(data[c][i])
+                obj["id"] = data["id"][i]
+                fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+        _write_atomically(p, write_csv if suffix == ".csv" else write_jsonl)
         return p
 
     # ------------------------------------------------------------------ dunder
@@ -553,5 +656,36 @@ def _csv_cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
-        return value
+        return escape_formula(value)
+    # a JSON number, boolean, list or object: never starts like a formula but for a
+    # negative number, which a spreadsheet reads as the number it is
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _write_atomically(path: Path, write: Callable[[IO[str]], None]) -> None:
+    """Write a UTF-8 file beside ``path`` and move it into place once complete."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise DatasetError(f"cannot write the file ({exc.strerror})", path=str(path)) from None
+    else:
+        if not stat.S_ISREG(info.st_mode):
+            what = (
+                "a directory"
+                if stat.S_ISDIR(info.st_mode)
+                else "not a regular file (a FIFO, a device or a socket)"
+            )
+            raise DatasetError(f"is {what}; export writes a regular file", path=str(path))
+    tmp = path.with_name(f".{path.name}.part-{os.getpid()}")
+    try:
+        with tmp.open("w", encoding="utf-8", newline="") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise DatasetError(f"cannot write the file ({exc.strerror})", path=str(path)) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

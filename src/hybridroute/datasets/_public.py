@@ -12,13 +12,17 @@ Each file is looked for, in order:
    the download fails, :class:`~hybridroute.exceptions.DatasetUnavailableError` says
    where the file was looked for and how to provide it.
 
-Files found in the data directory are the user's own copies and are read as they are.
+Files found in the data directory are the user's own copies and are read as they are,
+through the same readers as any labelled file: regular files only, at most
+:data:`~hybridroute.datasets._io.MAX_FILE_BYTES` (``HYBRIDROUTE_MAX_DATASET_BYTES``),
+CLINC150's JSON parsed strictly (no duplicate keys, deep nesting, huge integers or NaN).
+A cached file is checked against its SHA-256 reading at most
+:data:`MAX_DOWNLOAD_BYTES`, the most a download may be.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import urllib.error
 import urllib.request
@@ -26,9 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._safeio import parse_json, read_bytes
 from .._version import __version__
-from ..exceptions import DatasetError, DatasetUnavailableError
-from ._io import RawTable, read_csv
+from ..exceptions import DatasetError, DatasetUnavailableError, InputError
+from ._io import RawTable, read_csv, read_limited
 from ._labelled import LabelledSet
 from ._validate import Options, build
 
@@ -109,12 +114,14 @@ def _offline() -> bool:
     return os.environ.get("HYBRIDROUTE_OFFLINE", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _sha256_file(path: Path) -> str | None:
+    """SHA-256 of a cached file, or None when it cannot be a good copy (not a regular
+    file, unreadable, or larger than any download may be)."""
+    try:
+        data = read_bytes(path, limit=MAX_DOWNLOAD_BYTES, what="cached file")
+    except InputError:
+        return None
+    return hashlib.sha256(data).hexdigest()
 
 
 def where_from(files: tuple[RemoteFile, ...], data_dir_: Path | None) -> str:
@@ -136,14 +143,14 @@ def locate(
         candidate = data_dir_ / file.relpath
         if candidate.is_file():
             return candidate, str(candidate)
-        looked.append(str(candidate))
+        looked.append(_looked_at(candidate))
     cached = cache_dir() / file.relpath
     if cached.is_file():
         if _sha256_file(cached) == file.sha256:
             return cached, f"{cached} (from {file.url})"
         looked.append(f"{cached} (checksum mismatch)")
     else:
-        looked.append(str(cached))
+        looked.append(_looked_at(cached))
     if not download or _offline():
         why = "downloads are off (download=False)" if not download else "HYBRIDROUTE_OFFLINE is set"
         raise DatasetUnavailableError(
@@ -152,6 +159,11 @@ def locate(
         )
     _download(name, file, cached, looked)
     return cached, f"{cached} (from {file.url})"
+
+
+def _looked_at(path: Path) -> str:
+    """``path`` for the "looked in" list, noting one that exists but is no regular file."""
+    return f"{path} (not a regular file)" if os.path.lexists(path) else str(path)
 
 
 def _how_to_provide(file: RemoteFile) -> str:
@@ -267,14 +279,16 @@ def load_clinc150(
     ddir = resolve_data_dir(data_dir)
     (file,) = CLINC150_FILES
     path, note = locate("clinc150", file, data_dir_=ddir, download=download)
+    data = read_limited(path)
     try:
-        obj = json.loads(path.read_bytes().decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DatasetError(f"not UTF-8 (byte {exc.start})", path=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise DatasetError(
-            f"not valid JSON ({exc.msg}, line {exc.lineno})", path=str(path)
-        ) from None
+    try:
+        obj = parse_json(text.removeprefix("\ufeff"), source=str(path))
+    except InputError as exc:
+        where = f" (line {exc.line})" if exc.line is not None else ""
+        raise DatasetError(f"{exc.reason}{where}", path=str(path)) from None
     if not isinstance(obj, dict):
         raise DatasetError("expected a JSON object of lists", path=str(path))
     records: list[tuple[str, int, dict[str, Any]]] = []

@@ -117,6 +117,16 @@ def load_dataset(ref: str | os.PathLike[str], **options: Any) -> LabelledSet:
     -------
     LabelledSet
 
+    Notes
+    -----
+    Files are read safely: a regular file only (a FIFO or ``/dev/zero`` is refused at
+    once), at most 1 GiB (``HYBRIDROUTE_MAX_DATASET_BYTES`` sets another limit), a JSONL
+    line at most 1 MB and parsed strictly (duplicate keys, nesting deeper than 64 levels,
+    integers of more than 64 digits and ``NaN`` are row errors). No string may hold a NUL
+    character; a split must be ``train``, ``validation``, ``calibration`` or ``test`` (or
+    ``val``, ``valid``, ``dev``, ``calib``). CSV cells written with a leading apostrophe
+    by :meth:`LabelledSet.export` (formula escaping) are read without it.
+
     Raises
     ------
     DatasetError

@@ -3,9 +3,13 @@
 Every problem is located: the error (or the skip report) names the file, the row and
 the column as the user wrote them. Checks, in the order they run:
 
-1. per row: id, text (present, a string, valid UTF-8, not blank, not absurdly long),
-   label (present, a string or integer, inside the declared label set), split,
-   annotations (``next_step``, ``destination``, ``evidence``, ``tags``), fact cells;
+1. per row: id, text (present, a string, valid UTF-8 without NUL characters, not blank,
+   not absurdly long), label (present, a string or integer, inside the declared label
+   set), split (one of :data:`SPLIT_ORDER`, or an alias of one), annotations
+   (``next_step``, ``destination``, ``evidence``, ``tags``), fact cells (no NUL character
+   or invalid UTF-8 in any string, names included; in CSV, no cell that would read as
+   JSON with duplicate keys, deep nesting or ``NaN``, as an integer of more than 64
+   digits, or as a number too large for a float);
 2. per fact column: every value has the column's type (declared, or else the type most
    rows have); an empty or blank string counts as an absent fact (``None``), in JSONL as in
    CSV, so the two formats read alike;
@@ -19,7 +23,8 @@ header only, a missing column, a single class) always raise.
 
 from __future__ import annotations
 
-import json
+import math
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,8 +32,9 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
+from .._safeio import MAX_INT_DIGITS, parse_json
 from ..contracts import FactSchema, FactSpec, json_kind, parse_csv_cell
-from ..exceptions import DatasetError, FactsError
+from ..exceptions import DatasetError, FactsError, InputError
 from ._io import RawTable, has_bad_bytes
 
 #: The columns every labelled-set frame starts with.
@@ -37,7 +43,10 @@ CORE_COLUMNS = ("id", "text", "label", "split")
 ANNOTATION_COLUMNS = ("next_step", "destination", "evidence", "tags")
 #: The JSONL key that holds nested facts.
 FACTS_KEY = "facts"
-#: The split names in the order they are listed; other names follow, sorted.
+#: The split names a labelled set may use, in the order they are listed. Any other name
+#: in a file is an error (naming the row): the commands that train, calibrate and test
+#: select these splits by name, so rows in a split named otherwise would silently be
+#: left out of all of them.
 SPLIT_ORDER = ("train", "validation", "calibration", "test")
 #: Spellings of split names that are read as the canonical name.
 SPLIT_ALIASES = {
@@ -118,17 +127,72 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _deep_bad_bytes(value: Any) -> bool:
-    if isinstance(value, str):
-        return has_bad_bytes(value)
-    if isinstance(value, dict):
-        return any(has_bad_bytes(k) or _deep_bad_bytes(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_deep_bad_bytes(v) for v in value)
-    return False
-
-
 _BAD_BYTES = "holds bytes that are not valid UTF-8"
+_BAD_CHAR_RE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _check_chars(column: str | None, what: str, value: str) -> None:
+    """Refuse a string holding NUL, or bytes that were not UTF-8 (kept as surrogates).
+
+    A NUL makes two strings look equal to a person but not to a program (a risk rule's
+    ``delete_account_data`` vs ``delete_account_data\\x00``); an undecodable byte cannot be
+    written back as UTF-8. Either is named with its row and column.
+    """
+    m = _BAD_CHAR_RE.search(value)
+    if m is None:
+        return
+    if m.group() == "\x00":
+        raise _Bad(column, f"{what} holds a NUL character (at character {m.start()})")
+    if has_bad_bytes(m.group()):
+        raise _Bad(column, f"{what} {_BAD_BYTES}")
+    raise _Bad(column, f"{what} is not valid Unicode (a lone surrogate at character {m.start()})")
+
+
+def _check_deep(column: str | None, what: str, value: Any) -> None:
+    """:func:`_check_chars` on every string in a JSON value, object keys included."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            _check_chars(column, what, v)
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                if isinstance(k, str):
+                    _check_chars(column, f"{what} (a key)", k)
+                stack.append(item)
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
+_BIG_INT_RE = re.compile(r"^[+-]?[1-9][0-9]*$")
+_NUMBER_START = frozenset("+-.0123456789")
+
+
+def _check_csv_cell(column: str, cell: str) -> None:
+    """Refuse a CSV fact cell that :func:`~hybridroute.contracts.parse_csv_cell` would read
+    unsafely: JSON with duplicate keys, deep nesting, ``NaN`` or huge integers (checked with
+    :func:`hybridroute._safeio.parse_json`; a cell that is not JSON at all stays text), an
+    integer of more than 64 digits, or a number too large for a float (``1e400``)."""
+    s = cell.strip()
+    if not s:
+        return
+    first = s[0]
+    if first in "[{":
+        try:
+            parse_json(s, what="JSON value")
+        except InputError as exc:
+            if not exc.reason.startswith("not valid "):  # not JSON: read as text, as before
+                raise _Bad(column, f"the cell {exc.reason}") from None
+    elif first in _NUMBER_START:
+        if _BIG_INT_RE.match(s) and len(s.lstrip("+-")) > MAX_INT_DIGITS:
+            raise _Bad(
+                column,
+                f"the cell holds an integer with {len(s.lstrip('+-')):,} digits "
+                f"(the limit is {MAX_INT_DIGITS})",
+            )
+        kind, value = parse_csv_cell(s)
+        if kind == "number" and not math.isfinite(value):
+            raise _Bad(column, f"the cell holds a number too large for a float ({s[:40]})")
 
 
 def fact_types_from(spec: Mapping[str, str] | FactSchema | None) -> dict[str, str] | None:
@@ -206,8 +270,8 @@ def build(raw: RawTable, opt: Options) -> Built:
 
     label_set = opt.label_set
     max_chars = opt.max_text_chars
-    check_bytes = raw.had_bad_bytes
     make_id = opt.make_id
+    declared_types = dict(opt.fact_types or {})
 
     # ---------------------------------------------------------------- pass 1: each row
     rows: list[tuple[str, int, str, str, str, str | None, dict[str, Any], dict[str, Any]]] = []
@@ -217,7 +281,7 @@ def build(raw: RawTable, opt: Options) -> Built:
         try:
             # id
             if id_col is not None:
-                rid = _read_id(rec.get(id_col), id_col, is_csv, check_bytes)
+                rid = _read_id(rec.get(id_col), id_col)
             else:
                 rid = make_id(rpath, row) if make_id is not None else str(row)
             # text
@@ -226,8 +290,7 @@ def build(raw: RawTable, opt: Options) -> Built:
                 raise _Bad(text_col, "no text: the field is missing")
             if not isinstance(text, str):
                 raise _Bad(text_col, f"expected a string, got {json_kind(text)} {_short(text)}")
-            if check_bytes and has_bad_bytes(text):
-                raise _Bad(text_col, "the text " + _BAD_BYTES)
+            _check_chars(text_col, "the text", text)
             if not text.strip():
                 raise _Bad(text_col, "the text is empty or whitespace only")
             if len(text) > max_chars:
@@ -235,7 +298,7 @@ def build(raw: RawTable, opt: Options) -> Built:
                     text_col, f"the text is {len(text):,} characters long (limit {max_chars:,})"
                 )
             # label
-            label = _read_label(rec.get(label_col), label_col, check_bytes)
+            label = _read_label(rec.get(label_col), label_col)
             if label_set is not None and label not in label_set:
                 shown = ", ".join(sorted(label_set)[:12])
                 more = "" if len(label_set) <= 12 else f", ... ({len(label_set)} in all)"
@@ -245,21 +308,22 @@ def build(raw: RawTable, opt: Options) -> Built:
             # split
             split: str | None = None
             if split_col is not None:
-                split = _read_split(rec.get(split_col), split_col, check_bytes)
+                split = _read_split(rec.get(split_col), split_col)
             # facts
             if is_csv:
                 facts = {}
                 for c in fact_cols_csv:
                     cell = rec[c]
-                    if check_bytes and has_bad_bytes(cell):
-                        raise _Bad(c, "the value " + _BAD_BYTES)
+                    _check_chars(c, "the value", cell)
+                    if declared_types.get(c) != "str":
+                        _check_csv_cell(c, cell)
                     facts[c] = cell
             else:
-                facts = _json_facts(rec, role_columns, annotation_cols, check_bytes)
+                facts = _json_facts(rec, role_columns, annotation_cols)
             # annotations
             notes_: dict[str, Any] = {}
             for c in annotation_cols:
-                notes_[c] = _read_annotation(c, rec.get(c), is_csv, check_bytes)
+                notes_[c] = _read_annotation(c, rec.get(c), is_csv)
         except _Bad as bad:
             if raising:
                 if pending and (pending[0].row or 0) < row:
@@ -401,7 +465,7 @@ def _missing_column(
     )
 
 
-def _read_id(value: Any, column: str, is_csv: bool, check_bytes: bool) -> str:
+def _read_id(value: Any, column: str) -> str:
     if value is None or (isinstance(value, str) and not value.strip()):
         raise _Bad(column, "missing id")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -409,42 +473,50 @@ def _read_id(value: Any, column: str, is_csv: bool, check_bytes: bool) -> str:
             column, f"expected a string or integer id, got {json_kind(value)} {_short(value)}"
         )
     if isinstance(value, str):
-        if check_bytes and has_bad_bytes(value):
-            raise _Bad(column, "the id " + _BAD_BYTES)
+        _check_chars(column, "the id", value)
         return value.strip()
     return str(value)
 
 
-def _read_label(value: Any, column: str, check_bytes: bool) -> str:
+def _read_label(value: Any, column: str) -> str:
     if value is None or value is _MISSING:
         raise _Bad(column, "missing label")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise _Bad(column, f"expected a string label, got {json_kind(value)} {_short(value)}")
     if isinstance(value, int):
         return str(value)
-    if check_bytes and has_bad_bytes(value):
-        raise _Bad(column, "the label " + _BAD_BYTES)
+    _check_chars(column, "the label", value)
     label = value.strip()
     if not label:
         raise _Bad(column, "missing label (the cell is empty)")
     return label
 
 
-def _read_split(value: Any, column: str, check_bytes: bool) -> str:
+def known_splits_hint() -> str:
+    """``"the known splits are train, validation, ... (or val, ...)"``, for messages."""
+    return f"the known splits are {', '.join(SPLIT_ORDER)} (or {', '.join(SPLIT_ALIASES)})"
+
+
+def _read_split(value: Any, column: str) -> str:
     if value is None:
         raise _Bad(column, "missing split")
     if not isinstance(value, str):
         raise _Bad(column, f"expected a split name, got {json_kind(value)} {_short(value)}")
-    if check_bytes and has_bad_bytes(value):
-        raise _Bad(column, "the split " + _BAD_BYTES)
+    _check_chars(column, "the split", value)
     split = normalise_split(value)
     if not split:
         raise _Bad(column, "missing split (the cell is empty)")
+    if split not in SPLIT_ORDER:
+        raise _Bad(
+            column,
+            f"unknown split {_short(value.strip(), 40)}; {known_splits_hint()}: rows of "
+            "any other split would be left out of training and testing",
+        )
     return split
 
 
 def _json_facts(
-    rec: Mapping[str, Any], role_columns: set[str], annotation_cols: list[str], check_bytes: bool
+    rec: Mapping[str, Any], role_columns: set[str], annotation_cols: list[str]
 ) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     nested = rec.get(FACTS_KEY)
@@ -463,37 +535,35 @@ def _json_facts(
         if k in facts:
             raise _Bad(k, f"given both at the top level and inside {FACTS_KEY!r}")
         facts[k] = v
-    if check_bytes:
-        for k, v in facts.items():
-            if has_bad_bytes(k) or _deep_bad_bytes(v):
-                raise _Bad(k, "the value " + _BAD_BYTES)
+    for k, v in facts.items():
+        _check_chars(k, "the fact name", k)
+        _check_deep(k, "the value", v)
     for k, v in facts.items():
         if isinstance(v, str) and not v.strip():
             facts[k] = None  # an empty fact is an absent one, as in a CSV cell
     return facts
 
 
-def _read_annotation(column: str, value: Any, is_csv: bool, check_bytes: bool) -> Any:
+def _read_annotation(column: str, value: Any, is_csv: bool) -> Any:
     if is_csv:
         if value is None or not value.strip():
             return None
-        if check_bytes and has_bad_bytes(value):
-            raise _Bad(column, "the value " + _BAD_BYTES)
+        _check_chars(column, "the value", value)
         s = value.strip()
         if column in ("next_step", "destination"):
             return s
         if s[0] in "[{":
             try:
-                parsed = json.loads(s)
-            except json.JSONDecodeError as exc:
-                raise _Bad(column, f"not valid JSON ({exc.msg})") from None
+                parsed = parse_json(s)
+            except InputError as exc:
+                raise _Bad(column, exc.reason) from None
         elif column == "tags":
             parsed = [t.strip() for t in s.split(";") if t.strip()]
         else:
             parsed = s
         value = parsed
-    elif check_bytes and _deep_bad_bytes(value):
-        raise _Bad(column, "the value " + _BAD_BYTES)
+    else:
+        _check_deep(column, "the value", value)
     if value is None:
         return None
     if column in ("next_step", "destination"):
@@ -517,7 +587,10 @@ def _settle_column(
     """Decide a fact column's type, convert its values in place, return the bad rows."""
     problems: list[tuple[int, str]] = []
     if is_csv:
-        parsed: list[tuple[str, Any]] = [parse_csv_cell(r[6][column]) for r in rows]
+        if declared == "str":  # kept as written: not read as JSON or a number at all
+            parsed: list[tuple[str, Any]] = [("str", r[6][column]) for r in rows]
+        else:  # safe to parse: pass 1 refused the cells parse_csv_cell reads unsafely
+            parsed = [parse_csv_cell(r[6][column]) for r in rows]
     else:
         parsed = [(json_kind(v), v) for v in (r[6].get(column) for r in rows)]
 

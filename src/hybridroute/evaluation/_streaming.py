@@ -29,9 +29,11 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import json
 import math
+import os
+import re
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -39,11 +41,23 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._csv import unescape_formula
+from .._safeio import MAX_INT_DIGITS, _open_regular, parse_json
 from ..contracts import FactSpec, json_kind, parse_csv_cell
-from ..exceptions import DatasetError, FactsError
+from ..exceptions import DatasetError, FactsError, InputError
 from ._evaluate import Evaluation
 
 __all__ = ["LabelledStream", "StreamEvaluation", "evaluate_stream"]
+
+#: Most bytes a :class:`LabelledStream` reads, after decompression (64 GiB). A stream is
+#: read in constant memory, so the limit only bounds the time spent on a file (or a gzip
+#: stream that expands without end); ``HYBRIDROUTE_MAX_STREAM_BYTES`` or ``max_bytes=``
+#: sets another.
+MAX_STREAM_BYTES = 64 << 30
+#: Environment variable that overrides :data:`MAX_STREAM_BYTES` (a whole number of bytes).
+MAX_STREAM_BYTES_ENV = "HYBRIDROUTE_MAX_STREAM_BYTES"
+#: The longest line read (the dataset loaders' limit); memory per line is bounded by it.
+MAX_LINE_BYTES = 1_000_000
 
 #: Keys of a labelled row that are never facts (the same reserved names as the datasets).
 _RESERVED = frozenset(
@@ -87,14 +101,24 @@ class LabelledStream:
 
     Each yielded row is ``{"id", "text", "label", "facts", "next_step", "split"}``. Per row
     it checks what :func:`hybridroute.datasets.load_dataset` checks per row: the text is
-    present, a string, not blank and at most ``max_text_chars`` long; the label is a
-    non-empty string or an integer (and in ``label_set`` when one is given); ``next_step``
-    is a string or null; the facts (a nested ``facts`` object, or the non-reserved
-    top-level keys / CSV columns) have their declared types when ``fact_types`` is given.
-    Checks that need the whole set in memory are not made: duplicate ids, the same text
-    with two labels, and the inference of an undeclared fact column's type from the
-    majority of its rows (declare ``fact_types`` instead; the router validates facts
-    against its schema anyway).
+    present, a string, not blank and at most ``max_text_chars`` long; no text, label, id,
+    split or string fact holds a NUL character; the label is a non-empty string or an
+    integer (and in ``label_set`` when one is given); the split, when given, is one of
+    ``train``, ``validation``, ``calibration``, ``test`` (or ``val``, ``valid``, ``dev``,
+    ``calib``); ``next_step`` is a string or null; the facts (a nested ``facts`` object,
+    or the non-reserved top-level keys / CSV columns) have their declared types when
+    ``fact_types`` is given. Checks that need the whole set in memory are not made:
+    duplicate ids, the same text with two labels, and the inference of an undeclared fact
+    column's type from the majority of its rows (declare ``fact_types`` instead; the
+    router validates facts against its schema anyway).
+
+    Reading is bounded: the path must be a regular file (a FIFO or ``/dev/zero`` is refused
+    before a byte is read), no line may be longer than :data:`MAX_LINE_BYTES`, and at most
+    ``max_bytes`` bytes are read (after decompression, so a small ``.gz`` cannot expand
+    without end). Each JSONL line is parsed with :func:`hybridroute._safeio.parse_json`
+    (no duplicate keys, nesting deeper than 64 levels, integers of more than 64 digits,
+    ``NaN``); CSV cells are read back from the spreadsheet-formula escaping of
+    :func:`hybridroute._csv.escape_formula`, as the loaders read them.
 
     Parameters
     ----------
@@ -112,12 +136,18 @@ class LabelledStream:
     on_error : {"raise", "skip"}
         Raise :class:`~hybridroute.exceptions.DatasetError` naming file, row and column at
         the first bad row, or leave bad rows out (counted in :attr:`n_skipped`, the first
-        ``keep_skipped`` listed in :attr:`skipped`).
+        ``keep_skipped`` listed in :attr:`skipped`). Problems with the file as a whole
+        (not a regular file, over ``max_bytes``, a broken gzip stream, an unreadable CSV
+        row) always raise.
+    max_bytes : int, optional
+        Most bytes read; default :data:`MAX_STREAM_BYTES` (64 GiB), or the
+        ``HYBRIDROUTE_MAX_STREAM_BYTES`` environment variable when set.
 
     Notes
     -----
-    Row numbers are 1-based data rows, as in the loaders (the CSV header is row 0).
-    Iterating twice reads the file twice.
+    Row numbers are those of the loaders: in JSONL the line number (from 1, blank lines
+    counted), in CSV the data row (the header is row 0). Iterating twice reads the file
+    twice.
     """
 
     def __init__(
@@ -130,12 +160,14 @@ class LabelledStream:
         max_text_chars: int = 10_000,
         on_error: str = "raise",
         keep_skipped: int = 100,
+        max_bytes: int | None = None,
     ) -> None:
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
         self.path = Path(path)
         name = self.path.name.lower()
-        base = name[:-3] if name.endswith(".gz") else name
+        self.gzipped = name.endswith(".gz")
+        base = name[:-3] if self.gzipped else name
         if base.endswith((".jsonl", ".json", ".ndjson")):
             self.kind = "json"
         elif base.endswith(".csv"):
@@ -150,41 +182,35 @@ class LabelledStream:
             for k, t in (fact_types or {}).items()
         }
         self.label_set = None if label_set is None else frozenset(str(x) for x in label_set)
+        if split is not None:
+            canonical = _normalise_split(split)
+            if canonical not in _SPLITS:
+                raise ValueError(f"unknown split {split!r}; {_SPLITS_HINT}")
+            split = canonical
         self.split = split
         self.max_text_chars = int(max_text_chars)
         self.on_error = on_error
         self.keep_skipped = int(keep_skipped)
+        if max_bytes is None:
+            max_bytes = stream_byte_limit()
+        elif isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ValueError(f"max_bytes must be a positive integer, got {max_bytes!r}")
+        self.max_bytes = max_bytes
         self.n_skipped = 0
         self.skipped: list[SkippedStreamRow] = []
-
-    def _open(self) -> io.TextIOBase:
-        try:
-            if self.path.name.lower().endswith(".gz"):
-                return gzip.open(self.path, "rt", encoding="utf-8", newline="")  # type: ignore[return-value]
-            return open(self.path, encoding="utf-8-sig", newline="")
-        except FileNotFoundError:
-            raise DatasetError("file not found", path=str(self.path)) from None
-        except IsADirectoryError:
-            raise DatasetError("is a directory, not a file", path=str(self.path)) from None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         self.n_skipped = 0
         self.skipped = []
-        with self._open() as fh:
-            records = self._json_records(fh) if self.kind == "json" else self._csv_records(fh)
+        records = self._json_records() if self.kind == "json" else self._csv_records()
+        for row, rec in records:
             try:
-                for row, rec in records:
-                    try:
-                        out = self._check(rec)
-                    except _Bad as bad:
-                        self._bad(row, bad.column, bad.reason)
-                        continue
-                    if self.split is None or out["split"] == self.split:
-                        yield out
-            except UnicodeDecodeError as exc:
-                raise DatasetError(
-                    f"the file is not valid UTF-8 ({exc.reason})", path=str(self.path)
-                ) from None
+                out = self._check(rec)
+            except _Bad as bad:
+                self._bad(row, bad.column, bad.reason)
+                continue
+            if self.split is None or out["split"] == self.split:
+                yield out
 
     def _bad(self, row: int, column: str | None, reason: str) -> None:
         if self.on_error == "raise":
@@ -193,28 +219,121 @@ class LabelledStream:
         if len(self.skipped) < self.keep_skipped:
             self.skipped.append(SkippedStreamRow(row, column, reason))
 
-    def _json_records(self, fh: io.TextIOBase) -> Iterator[tuple[int, dict[str, Any]]]:
-        row = 0
-        for line in fh:
+    # ------------------------------------------------------------------ bounded reading
+
+    def _fail(self, reason: str, row: int | None = None) -> DatasetError:
+        return DatasetError(reason, path=str(self.path), row=row)
+
+    def _lines(self) -> Iterator[tuple[int, bytes | None]]:
+        """``(line number, raw line with its ending)``; ``None`` for a line over the limit.
+
+        Memory stays bounded: a line is read at most :data:`MAX_LINE_BYTES` + 2 bytes at a
+        time (the rest of an overlong line is read and dropped in such pieces), and the
+        total read is checked against :attr:`max_bytes` as it grows.
+        """
+        try:
+            fd, _ = _open_regular(self.path, "labelled file")
+        except InputError as exc:
+            raise self._fail(exc.reason) from None
+        limit = self.max_bytes
+        with os.fdopen(fd, "rb") as raw:
+            fh: gzip.GzipFile | io.BufferedReader = (
+                gzip.GzipFile(fileobj=raw, mode="rb") if self.gzipped else raw
+            )
+            with fh:
+                total = 0
+                lineno = 0
+                while True:
+                    chunk = self._read(fh, MAX_LINE_BYTES + 2)
+                    if not chunk:
+                        return
+                    lineno += 1
+                    total += len(chunk)
+                    overlong = False
+                    while not chunk.endswith(b"\n") and len(chunk) > MAX_LINE_BYTES + 1:
+                        overlong = True  # drop the rest of the line, piece by piece
+                        chunk = self._read(fh, MAX_LINE_BYTES + 2)
+                        total += len(chunk)
+                        if total > limit or not chunk:
+                            break
+                    if total > limit:
+                        raise self._fail(self._too_large(limit))
+                    if not overlong:
+                        body = chunk.removesuffix(b"\n").removesuffix(b"\r")
+                        overlong = len(body) > MAX_LINE_BYTES
+                    yield lineno, None if overlong else chunk
+
+    def _read(self, fh: gzip.GzipFile | io.BufferedReader, n: int) -> bytes:
+        try:
+            return fh.readline(n)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise self._fail(f"cannot read the gzip stream ({exc})") from None
+
+    def _too_large(self, limit: int) -> str:
+        what = "decompressed, " if self.gzipped else ""
+        return (
+            f"the file is larger than the limit of {limit:,} bytes ({what}set "
+            f"{MAX_STREAM_BYTES_ENV} or max_bytes= to raise it)"
+        )
+
+    def _decode(self, lineno: int, chunk: bytes) -> str:
+        if lineno == 1 and chunk.startswith(b"\xef\xbb\xbf"):
+            chunk = chunk[3:]
+        try:
+            return chunk.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _Bad(None, f"not valid UTF-8 (byte {exc.start} of line {lineno})") from None
+
+    def _json_records(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        for lineno, chunk in self._lines():
+            if chunk is None:
+                self._bad(lineno, None, f"the line is longer than {MAX_LINE_BYTES:,} bytes")
+                continue
+            try:
+                line = self._decode(lineno, chunk)
+            except _Bad as bad:
+                self._bad(lineno, None, bad.reason)
+                continue
             if not line.strip():
                 continue
-            row += 1
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                self._bad(row, None, f"not valid JSON ({exc.msg})")
+                rec = parse_json(line, source=str(self.path), line=lineno)
+            except InputError as exc:
+                self._bad(lineno, None, exc.reason)
                 continue
             if not isinstance(rec, dict):
-                self._bad(row, None, f"expected a JSON object, got {json_kind(rec)}")
+                self._bad(lineno, None, f"expected a JSON object, got {json_kind(rec)}")
                 continue
-            yield row, rec
+            yield lineno, rec
 
-    def _csv_records(self, fh: io.TextIOBase) -> Iterator[tuple[int, dict[str, Any]]]:
-        reader = csv.reader(fh)
-        header = next(reader, None)
+    def _text_lines(self) -> Iterator[str]:
+        for lineno, chunk in self._lines():
+            if chunk is None:
+                raise self._fail(f"line {lineno} is longer than {MAX_LINE_BYTES:,} bytes")
+            try:
+                yield self._decode(lineno, chunk)
+            except _Bad as bad:
+                raise self._fail(bad.reason) from None
+
+    def _csv_records(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        # csv reads quoted fields across lines from the line iterator; a field is capped by
+        # csv.field_size_limit (131,072 characters by default), so an unclosed quote
+        # cannot gather the whole file
+        reader = csv.reader(self._text_lines())
+        row = 0
+
+        def next_cells() -> list[str] | None:
+            try:
+                return next(reader)
+            except StopIteration:
+                return None
+            except csv.Error as exc:
+                raise self._fail(f"unreadable CSV row ({exc})", row=row + 1) from None
+
+        header = next_cells()
         if header is None:
             raise DatasetError("the file is empty", path=str(self.path))
-        header = [h.strip() for h in header]
+        header = [unescape_formula(h.strip()) for h in header]
         for col in ("text", "label"):
             if col not in header:
                 raise DatasetError(
@@ -223,25 +342,37 @@ class LabelledStream:
                     row=0,
                     column=col,
                 )
-        for row, cells in enumerate(reader, start=1):
-            if not cells:
-                continue
+        while True:
+            cells = next_cells()
+            if cells is None:
+                return
+            if not cells or (len(cells) == 1 and not cells[0].strip() and len(header) > 1):
+                continue  # a blank line: not a row (as in the loaders)
+            row += 1
             if len(cells) != len(header):
                 self._bad(row, None, f"{len(cells)} cells for {len(header)} columns")
                 continue
             rec: dict[str, Any] = {}
             facts: dict[str, Any] = {}
-            for col, cell in zip(header, cells, strict=True):
-                if col in _RESERVED:
-                    rec[col] = cell if cell.strip() else None
-                else:
-                    spec = self.specs.get(col)
-                    if spec is not None and spec.type == "str":
-                        facts[col] = cell if cell.strip() else None
+            try:
+                for col, cell in zip(header, cells, strict=True):
+                    if cell[:1] == "'":
+                        cell = unescape_formula(cell)
+                    if col in _RESERVED:
+                        rec[col] = cell if cell.strip() else None
                     else:
-                        facts[col] = parse_csv_cell(cell)[1]
+                        spec = self.specs.get(col)
+                        if spec is not None and spec.type == "str":
+                            facts[col] = cell if cell.strip() else None
+                        else:
+                            facts[col] = _csv_value(col, cell)
+            except _Bad as bad:
+                self._bad(row, bad.column, bad.reason)
+                continue
             rec["facts"] = facts
             yield row, rec
+
+    # ------------------------------------------------------------------ row checks
 
     def _check(self, rec: Mapping[str, Any]) -> dict[str, Any]:
         text = rec.get("text")
@@ -249,6 +380,7 @@ class LabelledStream:
             raise _Bad("text", "no text: the field is missing")
         if not isinstance(text, str):
             raise _Bad("text", f"expected a string, got {json_kind(text)}")
+        _check_chars("text", "the text", text)
         if not text.strip():
             raise _Bad("text", "the text is empty or whitespace only")
         if len(text) > self.max_text_chars:
@@ -260,6 +392,8 @@ class LabelledStream:
             raise _Bad("label", "missing label")
         if isinstance(label, bool) or not isinstance(label, (str, int)):
             raise _Bad("label", f"expected a string label, got {json_kind(label)}")
+        if isinstance(label, str):
+            _check_chars("label", "the label", label)
         label = str(label).strip()
         if not label:
             raise _Bad("label", "missing label (the cell is empty)")
@@ -269,19 +403,28 @@ class LabelledStream:
         if next_step is not None:
             if not isinstance(next_step, str):
                 raise _Bad("next_step", f"expected a string or null, got {json_kind(next_step)}")
+            _check_chars("next_step", "the next step", next_step)
             next_step = next_step.strip() or None
         split = rec.get("split")
-        if split is not None and not isinstance(split, str):
-            raise _Bad("split", f"expected a split name, got {json_kind(split)}")
+        if split is not None:
+            if not isinstance(split, str):
+                raise _Bad("split", f"expected a split name, got {json_kind(split)}")
+            _check_chars("split", "the split", split)
+            canonical = _normalise_split(split)
+            if canonical and canonical not in _SPLITS:
+                raise _Bad("split", f"unknown split {split.strip()[:40]!r}; {_SPLITS_HINT}")
+            split = canonical or None
         facts = self._facts(rec)
         rid = rec.get("id")
+        if isinstance(rid, str):
+            _check_chars("id", "the id", rid)
         return {
             "id": None if rid is None else str(rid),
             "text": text,
             "label": label,
             "facts": facts,
             "next_step": next_step,
-            "split": split.strip().lower() if isinstance(split, str) else None,
+            "split": split,
         }
 
     def _facts(self, rec: Mapping[str, Any]) -> dict[str, Any]:
@@ -299,6 +442,8 @@ class LabelledStream:
                     raise _Bad(k, "given both at the top level and inside 'facts'")
                 facts[k] = v
         for k, v in facts.items():
+            _check_chars(k, "the fact name", k)
+            _check_deep(k, "the value", v)
             if isinstance(v, str) and not v.strip():
                 facts[k] = None  # an empty fact is an absent one, as in the loaders
         for k, spec in self.specs.items():
@@ -311,6 +456,94 @@ class LabelledStream:
                     ) from None
                 facts[k] = list(value) if isinstance(value, tuple) else value
         return facts
+
+
+# The split names of labelled sets (as hybridroute.datasets reads them; evaluation does not
+# import datasets, so they are repeated here and a test pins them equal).
+_SPLITS = ("train", "validation", "calibration", "test")
+_SPLIT_ALIASES = {
+    "val": "validation",
+    "valid": "validation",
+    "dev": "validation",
+    "calib": "calibration",
+}
+_SPLITS_HINT = f"the known splits are {', '.join(_SPLITS)} (or {', '.join(_SPLIT_ALIASES)})"
+_BAD_CHAR_RE = re.compile("[\x00\ud800-\udfff]")
+_BIG_INT_RE = re.compile(r"^[+-]?[1-9][0-9]*$")
+
+
+def _normalise_split(name: str) -> str:
+    key = name.strip().lower()
+    return _SPLIT_ALIASES.get(key, key)
+
+
+def _check_chars(column: str | None, what: str, value: str) -> None:
+    m = _BAD_CHAR_RE.search(value)
+    if m is not None:
+        problem = "a NUL character" if m.group() == "\x00" else "a lone surrogate"
+        raise _Bad(column, f"{what} holds {problem} (at character {m.start()})")
+
+
+def _check_deep(column: str | None, what: str, value: Any) -> None:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            _check_chars(column, what, v)
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                if isinstance(k, str):
+                    _check_chars(column, f"{what} (a key)", k)
+                stack.append(item)
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
+def _csv_value(column: str, cell: str) -> Any:
+    """A CSV fact cell's value (:func:`~hybridroute.contracts.parse_csv_cell`), refusing the
+    cells it reads unsafely: JSON with duplicate keys, deep nesting or NaN, an integer of
+    more than 64 digits, a number too large for a float (as the dataset loaders do)."""
+    s = cell.strip()
+    if s[:1] in ("[", "{"):
+        try:
+            return parse_json(s, what="JSON value")
+        except InputError as exc:
+            if exc.reason.startswith("not valid "):
+                return cell  # not JSON at all: text, as parse_csv_cell reads it
+            raise _Bad(column, f"the cell {exc.reason}") from None
+    if _BIG_INT_RE.match(s) and len(s.lstrip("+-")) > MAX_INT_DIGITS:
+        raise _Bad(
+            column,
+            f"the cell holds an integer with {len(s.lstrip('+-')):,} digits "
+            f"(the limit is {MAX_INT_DIGITS})",
+        )
+    kind, value = parse_csv_cell(cell)
+    if kind == "number" and not math.isfinite(value):
+        raise _Bad(column, f"the cell holds a number too large for a float ({s[:40]})")
+    return value
+
+
+def stream_byte_limit() -> int:
+    """The byte limit of a :class:`LabelledStream`: ``HYBRIDROUTE_MAX_STREAM_BYTES``, else
+    :data:`MAX_STREAM_BYTES`.
+
+    Raises
+    ------
+    DatasetError
+        If the variable is not a positive whole number of bytes.
+    """
+    raw = os.environ.get(MAX_STREAM_BYTES_ENV, "").strip()
+    if not raw:
+        return MAX_STREAM_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise DatasetError(
+            f"{MAX_STREAM_BYTES_ENV} must be a positive whole number of bytes, got {raw[:40]!r}"
+        )
+    return value
 
 
 # --------------------------------------------------------------------------- accumulating
