@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 
@@ -239,15 +240,19 @@ def test_round_trip_and_hash_hold_for_any_json_snapshot(snapshot):
     assert again.to_dict() == d.to_dict()
 
 
+#: characters a fact string may hold (NUL and lone surrogates are refused, see below)
+TEXT = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+
+
 @given(
     st.fixed_dictionaries(
         {"n": st.integers(-100, 100)},
         optional={
             "amount": st.floats(-1e6, 1e6, allow_nan=False) | st.integers(-1000, 1000),
-            "kind": st.none() | st.text(max_size=5),
-            "fields": st.lists(st.text(max_size=4), max_size=3),
+            "kind": st.none() | st.text(TEXT, max_size=5),
+            "fields": st.lists(st.text(TEXT, max_size=4), max_size=3),
             "meta": st.dictionaries(
-                st.text(max_size=3),
+                st.text(TEXT, max_size=3),
                 st.integers() | st.floats(allow_nan=False, allow_infinity=False),
                 max_size=3,
             ),
@@ -281,3 +286,244 @@ def test_fast_hash_equals_general_hash_for_validated_facts(facts):
 def test_parse_csv_cell(cell, kind, value):
     assert parse_csv_cell(cell) == (kind, value)
     assert kind == "str" or json_kind(value) == kind
+
+
+# ------------------------------------------------------------ allowed values and bounds (issue 15)
+
+CONSTRAINED = FactSchema.from_dict(
+    {
+        "action": {
+            "type": "str",
+            "default": "",
+            "enum": ["", "issue_refund", "delete_account_data"],
+        },
+        "kind": {"type": "str", "nullable": True, "default": None, "enum": ["retryable", "fatal"]},
+        "level": {"type": "int", "default": 1, "enum": [1, 2, 3]},
+        "attempts": {"type": "int", "default": 0, "min": 0, "max": 5},
+        "amount": {"type": "number", "default": 0, "min": 0, "max": 1e6},
+        "tags": {"type": "list[str]", "default": [], "enum": ["a", "b"]},
+        "scores": {"type": "list[number]", "default": [], "min": 0, "max": 1},
+        "note": {"type": "str", "default": ""},
+        "names": {"type": "list[str]", "default": []},
+        "meta": {"type": "object", "default": {}},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("facts", "match"),
+    [
+        # every spelling of a declared value that is not the value itself
+        ({"action": "DELETE_ACCOUNT_DATA"}, "'DELETE_ACCOUNT_DATA' is not one of the allowed"),
+        ({"action": " delete_account_data"}, "' delete_account_data' is not one of"),
+        ({"action": "delete_account_data "}, "is not one of"),
+        ({"action": "delete-account-data"}, "'delete-account-data' is not one of"),
+        ({"action": "delete_account_data\u200b"}, "is not one of"),
+        ({"action": "ｄｅｌｅｔｅ_account_data"}, "is not one of"),
+        ({"action": "Delete_Account_Data"}, "is not one of"),
+        ({"kind": "Retryable"}, "fact 'kind': 'Retryable' is not one of the allowed values"),
+        ({"level": 4}, "fact 'level': 4 is not one of the allowed values \\(1, 2, 3\\)"),
+        ({"level": 0}, "fact 'level': 0 is not one of"),
+        ({"tags": ["a", "c"]}, "fact 'tags': element #2: 'c' is not one of the allowed"),
+        ({"tags": ["A"]}, "fact 'tags': element #1: 'A' is not one of"),
+        ({"attempts": -1}, "fact 'attempts': -1 is below the minimum 0"),
+        ({"attempts": 6}, "fact 'attempts': 6 is above the maximum 5"),
+        ({"amount": -100000}, "fact 'amount': -100000 is below the minimum 0"),
+        ({"amount": -0.5}, "fact 'amount': -0.5 is below the minimum 0"),
+        ({"amount": 1e6 + 1}, "is above the maximum 1000000"),
+        ({"scores": [0.5, 1.5]}, "fact 'scores': element #2: 1.5 is above the maximum 1"),
+        ({"scores": [-1]}, "fact 'scores': element #1: -1 is below the minimum 0"),
+    ],
+)
+def test_undeclared_values_and_out_of_bounds_are_refused(facts, match):
+    with pytest.raises(FactsError, match=match) as info:
+        CONSTRAINED.validate(facts)
+    assert info.value.field == next(iter(facts))
+
+
+def test_refusal_lists_the_allowed_values():
+    with pytest.raises(FactsError) as info:
+        CONSTRAINED.validate({"action": "DELETE_ACCOUNT_DATA"})
+    assert "('', 'issue_refund', 'delete_account_data')" in str(info.value)
+    many = FactSpec(name="x", type="int", enum=list(range(50)))
+    with pytest.raises(FactsError, match=r"19, \.\.\. \(50 in all\)"):
+        many.check(99)
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [
+        ({"action": "delete_account_data"}, {"action": "delete_account_data"}),
+        ({"kind": None}, {"kind": None}),  # null is not subject to enum
+        ({"level": 3, "attempts": 5, "amount": 1e6}, {"level": 3, "attempts": 5, "amount": 10**6}),
+        ({"attempts": 0, "amount": 0.0}, {"attempts": 0, "amount": 0}),
+        ({"tags": ("b", "a", "b")}, {"tags": ("b", "a", "b")}),
+        ({"scores": [0, 0.25, 1.0]}, {"scores": (0, 0.25, 1)}),
+    ],
+)
+def test_declared_values_and_bounds_are_inclusive(facts, expected):
+    out = CONSTRAINED.validate(facts)
+    for k, v in expected.items():
+        assert out[k] == v
+
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+class _Float(float):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("name", "good", "bad"),
+    [
+        ("action", _Str("issue_refund"), _Str("ISSUE_REFUND")),
+        ("action", "issue_refund", "issue_réfund"),  # non-ASCII takes the general path
+        ("attempts", _Int(3), _Int(9)),
+        ("level", _Int(2), _Int(5)),
+        ("amount", _Float(2.5), _Float(-1.0)),
+        ("scores", (_Float(0.5),), (_Float(2.0),)),
+        ("tags", [_Str("a")], [_Str("z")]),
+        ("tags", ("a", "b"), ("a", "é")),
+    ],
+)
+def test_general_path_applies_the_same_checks(name, good, bad):
+    """Values off the fast paths (subclasses, non-ASCII text) meet the same checks."""
+    spec = CONSTRAINED[name]
+    out = spec.check(good)
+    assert out == (tuple(good) if isinstance(good, list) else good)
+    with pytest.raises(FactsError, match=f"fact '{name}': "):
+        spec.check(bad)
+
+
+@pytest.mark.parametrize(
+    ("facts", "match"),
+    [
+        (
+            {"note": "a\x00b"},
+            re.escape("fact 'note': 'a\\x00b' holds a NUL character at character 1"),
+        ),
+        ({"note": "\x00"}, "holds a NUL character"),
+        ({"note": "caf\u00e9\x00"}, "holds a NUL character at character 4"),
+        ({"note": "\ud800"}, "is not valid Unicode \\(a lone surrogate"),
+        ({"note": "ok \udfff"}, "lone surrogate at character 3"),
+        ({"action": "issue_refund\x00"}, "fact 'action': .* holds a NUL character"),
+        ({"kind": "retryable\x00"}, "fact 'kind': .* holds a NUL character"),
+        ({"names": ["ok", "b\x00d"]}, "fact 'names': element #2: .* holds a NUL"),
+        ({"names": ["\ud83d"]}, "fact 'names': element #1: .* lone surrogate"),
+        ({"tags": ["a\x00"]}, "fact 'tags': element #1: .* holds a NUL"),
+        ({"meta": {"k": "v\x00"}}, "fact 'meta': a string in it holds a NUL"),
+        ({"meta": {"k\x00": 1}}, "fact 'meta': a string in it holds a NUL"),
+        ({"meta": {"deep": [{"x": "\udc80"}]}}, "fact 'meta': a string in it is not valid Unicode"),
+    ],
+)
+def test_strings_with_nul_or_lone_surrogates_are_refused(facts, match):
+    with pytest.raises(FactsError, match=match):
+        CONSTRAINED.validate(facts)
+
+
+def test_lone_surrogate_from_a_json_escape_is_refused_by_the_schema():
+    facts = json.loads('{"note": "\\ud800"}')  # what a lax JSON reader lets through
+    with pytest.raises(FactsError, match="lone surrogate"):
+        CONSTRAINED.validate(facts)
+
+
+@pytest.mark.parametrize(
+    ("decl", "match"),
+    [
+        ({"type": "bool", "enum": [True]}, "'enum' is for str, int, list\\[str\\] facts, not bool"),
+        ({"type": "number", "enum": [1.5]}, "'enum' is for .* not number"),
+        ({"type": "object", "enum": ["a"]}, "not object"),
+        ({"type": "list[number]", "enum": [1]}, r"not list\[number\]"),
+        ({"type": "str", "enum": "a"}, "'enum' must be a list of allowed values"),
+        ({"type": "str", "enum": {"a": 1}}, "'enum' must be a list"),
+        ({"type": "str", "enum": []}, "at least one allowed value"),
+        ({"type": "str", "enum": ["a", 1]}, "must be strings; value #2 is 1"),
+        ({"type": "str", "enum": [None]}, "must be strings; value #1 is None"),
+        ({"type": "list[str]", "enum": [["a"]]}, "must be strings"),
+        ({"type": "int", "enum": ["1"]}, "must be whole numbers; value #1 is '1'"),
+        ({"type": "int", "enum": [True]}, "must be whole numbers; value #1 is True"),
+        ({"type": "int", "enum": [1.0]}, "must be whole numbers"),
+        ({"type": "str", "enum": ["a", "a"]}, "'enum' lists 'a' twice"),
+        ({"type": "int", "enum": [1, 2, 1]}, "'enum' lists 1 twice"),
+        ({"type": "str", "enum": ["a\x00"]}, "'enum' value #1 holds a NUL"),
+        ({"type": "str", "min": 0}, "'min' is for int, number, list\\[number\\] facts, not str"),
+        ({"type": "bool", "max": 1}, "'max' is for .* not bool"),
+        ({"type": "list[str]", "min": 0}, r"not list\[str\]"),
+        ({"type": "object", "max": 0}, "not object"),
+        ({"type": "number", "min": "0"}, "'min' must be a finite number, got '0'"),
+        ({"type": "number", "min": True}, "'min' must be a finite number, got True"),
+        ({"type": "number", "max": float("nan")}, "'max' must be a finite number, got nan"),
+        ({"type": "number", "max": float("inf")}, "'max' must be a finite number, got inf"),
+        ({"type": "int", "min": 0.5}, "'min' of an int fact must be a whole number"),
+        ({"type": "number", "min": 5, "max": 1}, "'min' \\(5\\) is greater than 'max' \\(1\\)"),
+        ({"type": "str", "enum": ["a"], "default": "b"}, "default 'b' is not one of the allowed"),
+        ({"type": "str", "enum": ["a"], "default": ""}, "default '' is not one of"),
+        ({"type": "int", "min": 1, "default": 0}, "default 0 is below the minimum 1"),
+        ({"type": "number", "max": 1, "default": 2.5}, "default 2.5 is above the maximum 1"),
+        ({"type": "list[str]", "enum": ["a"], "default": ["b"]}, "default element #1: 'b'"),
+        ({"type": "str", "default": "x\x00"}, re.escape("default 'x\\x00' holds a NUL")),
+        ({"type": "str", "nullable": "yes"}, "'nullable' must be true or false"),
+        ({"type": "str", "description": 5}, "'description' must be a string"),
+        ({"type": "str", "maximum": 5}, r"unknown keys \['maximum'\]"),
+    ],
+)
+def test_bad_declarations_are_refused(decl, match):
+    with pytest.raises(FactsError, match=match) as info:
+        FactSchema.from_dict({"x": decl})
+    assert info.value.field == "x"
+
+
+def test_null_default_of_a_nullable_enum_fact_is_fine():
+    spec = FactSpec(name="k", type="str", nullable=True, default=None, enum=["a"])
+    assert spec.check(None) is None and spec.check("a") == "a"
+
+
+def test_declarations_round_trip_and_old_schemas_are_unchanged():
+    again = FactSchema.from_dict(CONSTRAINED.to_dict())
+    assert again == CONSTRAINED
+    assert again.to_dict() == CONSTRAINED.to_dict()
+    assert CONSTRAINED.to_dict()["amount"] == {
+        "type": "number",
+        "default": 0,
+        "min": 0,
+        "max": 10**6,
+    }
+    assert CONSTRAINED.to_dict()["action"]["enum"] == ["", "issue_refund", "delete_account_data"]
+    # a schema without the new keys writes exactly what it wrote before
+    assert SCHEMA.to_dict() == {
+        "ok": {"type": "bool", "default": True},
+        "n": {"type": "int"},
+        "amount": {"type": "number", "default": 0},
+        "kind": {"type": "str", "nullable": True, "default": None},
+        "fields": {"type": "list[str]", "default": []},
+        "meta": {"type": "object", "default": {}},
+    }
+    valid = SCHEMA.validate({"n": 3, "fields": ["a"]})
+    assert SCHEMA.canonical_json(valid) == (
+        '{"amount":0,"fields":["a"],"kind":null,"meta":{},"n":3,"ok":true}'
+    )
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "action": st.sampled_from(["", "issue_refund", "delete_account_data"]),
+            "level": st.sampled_from([1, 2, 3]),
+            "attempts": st.integers(0, 5),
+            "amount": st.floats(0, 1e6) | st.integers(0, 10**6),
+            "tags": st.lists(st.sampled_from(["a", "b"]), max_size=3),
+            "scores": st.lists(st.floats(0, 1), max_size=3),
+            "note": st.text(TEXT, max_size=6),
+        },
+    )
+)
+def test_constrained_facts_hash_as_before(facts):
+    valid = CONSTRAINED.validate(facts)
+    assert CONSTRAINED.canonical_json(valid) == canonical_json(valid)

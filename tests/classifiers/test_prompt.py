@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -112,5 +116,80 @@ def test_from_file_errors_name_file_and_field(tmp_path, content, match, field):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(SpecError, match="cannot read prompt template"):
+    with pytest.raises(SpecError, match="cannot read prompt template: prompt template not found"):
         PromptTemplate.from_file(tmp_path / "absent.json")
+
+
+# ------------------------------------------------------------------ issue 15
+
+
+@pytest.mark.parametrize(
+    ("suffix", "content", "match"),
+    [
+        (".json", '{"version": "1", "version": "2"}', "line 1: duplicate key 'version'"),
+        (
+            ".json",
+            '{\n "version": "1",\n "label_descriptions": {"a": "x",\n  "a": "y"}\n}',
+            "line 4: duplicate key 'a'",
+        ),
+        (".yaml", "version: '1'\ninstructions: a\ninstructions: b\n", "line 3: duplicate key"),
+        (".yml", "label_descriptions:\n  a: x\n  a: y\n", "line 3: duplicate key 'a'"),
+        (".yaml", "a: &x [1]\nb: *x\n", "aliases"),
+        (".yaml", "version: !!python/object/apply:os.system ['true']\n", "Python tags"),
+        (".yaml", "version: .nan\n", "not finite"),
+        (".json", '{"version": NaN}', "NaN"),
+        (".json", "[" * 100 + "]" * 100, "nested too deeply"),
+        (".json", '{"version": "\\ud800"}', "lone surrogate"),
+    ],
+)
+def test_unsafe_or_ambiguous_templates_are_refused(tmp_path, suffix, content, match):
+    path = tmp_path / f"prompt{suffix}"
+    path.write_text(content)
+    with pytest.raises(SpecError, match=match) as info:
+        PromptTemplate.from_file(path)
+    assert "cannot parse prompt template" in str(info.value)
+    assert info.value.path == str(path)
+
+
+def _read_bounded(call: str, timeout: float = 60.0) -> str:
+    """Run ``call`` in a child process under a time and memory bound (a reader that blocks
+    on a FIFO or reads /dev/zero forever fails the test instead of hanging or eating
+    memory); return ``"ErrorType|message"`` or ``"ok"``."""
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+        "try:\n"
+        f"    {call}\n"
+        "    print('ok')\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__ + '|' + str(exc))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.strip()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "directory", "too_large", "not_utf8"])
+def test_template_files_are_read_with_limits(tmp_path, kind):
+    if kind == "fifo":
+        path = tmp_path / "prompt.yaml"
+        os.mkfifo(path)
+        match = "FIFO"
+    elif kind == "dev_zero":
+        path, match = Path("/dev/zero"), "character device"
+    elif kind == "directory":
+        path, match = tmp_path, "directory"
+    elif kind == "too_large":
+        path, match = tmp_path / "big.json", "larger than the limit"
+        path.write_text('{"version": "' + "x" * 300_000 + '"}')
+    else:
+        path, match = tmp_path / "latin.json", "not UTF-8"
+        path.write_bytes(b'{"version": "caf\xe9"}')
+    out = _read_bounded(
+        "from hybridroute.classifiers import PromptTemplate; "
+        f"PromptTemplate.from_file({str(path)!r})"
+    )
+    assert out.startswith(f"SpecError|{path}: cannot read prompt template"), out
+    assert match in out

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -229,7 +233,9 @@ def test_kind_fields_are_validated(text, field, message):
         ("- a list\n", "must be a mapping"),
         ("kind: [unclosed\n", "not valid safe YAML"),
         ("a: &x [1]\nb: *x\n", "aliases"),
-        ("kind: !!python/object:os.system {}\n", "not valid safe YAML"),
+        ("kind: !!python/object:os.system {}\n", "Python tags|not valid safe YAML"),
+        ("kind: !!python/name:os.system ''\n", "Python tags|not valid safe YAML"),
+        ("a: [" * 20 + "]" * 20 + "\n", "nested too deeply"),
     ],
 )
 def test_unsafe_or_malformed_yaml_is_refused(text, message):
@@ -281,3 +287,99 @@ def test_the_shipped_specs_parse(name, kind, dataset):
     if kind == "router":
         assert spec.settings["rules"] == "example:support_rules.yaml"
         assert len(spec.settings["policies"]) >= 2
+
+
+# ------------------------------------------------------------------ issue 15
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "line"),
+    [
+        (THRESHOLDS + "targets: [0.5]\n", "targets", 7),
+        (THRESHOLDS.replace("name: t\n", "name: t\nname: u\n"), "name", 4),
+        ("kind: thresholds\nname: t\ndataset: {name: banking77, name: clinc150}\n", "name", 3),
+        (
+            "kind: thresholds\nname: t\ndataset:\n  name: banking77\n  splits: {}\n"
+            "  splits: {train: train}\n",
+            "splits",
+            6,
+        ),
+        (
+            "kind: thresholds\nname: t\nmethods:\n  - {method: fixed, threshold: 0.8, threshold: 0.1}\n",
+            "threshold",
+            4,
+        ),
+        ("seed: 0\nkind: thresholds\nseed: 1\n", "seed", 3),
+    ],
+)
+def test_duplicate_keys_are_refused_with_their_line(text, key, line):
+    with pytest.raises(SpecError, match=f"line {line}: duplicate key '{key}'") as info:
+        parse_spec(text, path="exp.yaml")
+    assert info.value.path == "exp.yaml" and "exp.yaml" in str(info.value)
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.Inf", "1" * 70])
+def test_non_finite_or_huge_numbers_are_refused(value):
+    with pytest.raises(SpecError, match=r"line 3: .*(not finite|digits)"):
+        parse_spec(f"kind: thresholds\nname: t\nseed: {value}\n", path="exp.yaml")
+
+
+def _memory_bound() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+def _read_bounded(call: str, timeout: float = 60.0) -> str:
+    """Run ``call`` in a child process under a time and memory bound (a reader that blocks
+    on a FIFO or reads /dev/zero forever fails the test instead of hanging or eating
+    memory); return ``"ErrorType|message"`` or ``"ok"``."""
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+        "try:\n"
+        f"    {call}\n"
+        "    print('ok')\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__ + '|' + str(exc))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.strip()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "directory"])
+def test_non_regular_spec_files_are_refused(tmp_path, kind):
+    if kind == "fifo":
+        path = tmp_path / "exp.yaml"
+        os.mkfifo(path)
+        match = "FIFO"
+    elif kind == "dev_zero":
+        path, match = Path("/dev/zero"), "character device"
+    else:
+        path, match = tmp_path, "directory"
+    out = _read_bounded(f"from hybridroute.experiments import load_spec; load_spec({str(path)!r})")
+    assert out.startswith("SpecError|"), out
+    assert match in out and out.startswith(f"SpecError|{path}: cannot read the spec")
+
+
+def test_an_oversized_spec_is_refused(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text(THRESHOLDS + "#" * 300_000 + "\n", encoding="utf-8")
+    with pytest.raises(SpecError, match="larger than the limit of 262,144 bytes"):
+        load_spec(path)
+
+
+def test_cli_refuses_a_non_regular_spec_with_exit_2(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "hybridroute", "experiment", "run", "/dev/zero"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_memory_bound,  # a regression reading /dev/zero fails, not swaps
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0
+    assert "/dev/zero" in proc.stderr and "must be a regular file" in proc.stderr

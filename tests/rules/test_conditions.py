@@ -100,3 +100,84 @@ def test_runtime_type_mismatch_in_object_field_is_an_error():
     c = compile_condition("meta.tier > 3", TYPES)
     with pytest.raises(ConditionError, match="cannot order str and int"):
         c({"meta": {"tier": "gold"}})
+
+
+# ------------------------------------------------------------ missing and null (issue 15)
+
+OBJ_TYPES = {"customer": "object", "kind": "str", "amount": "number", "tags": "list[str]"}
+GOLD = {"customer": {"tier": "gold", "age": 40}, "kind": "x", "amount": 1, "tags": ("a",)}
+ABSENT = {"customer": {}, "kind": None, "amount": 1, "tags": ()}
+NULLED = {"customer": {"tier": None, "age": None}, "kind": None, "amount": 1, "tags": ()}
+NOT_AN_OBJECT = {"customer": {"tier": "gold"}, "kind": None, "amount": 1, "tags": ()}
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "absent", "nulled"),
+    [
+        # the documented semantics of a missing key / null value
+        ("customer.tier == 'gold'", True, False, False),
+        ("customer.tier != 'gold'", False, True, True),
+        ("customer.tier == null", False, True, True),
+        ("customer.age < 18", False, False, False),  # ordering with null is false ...
+        ("customer.age >= 18", True, False, False),
+        ("not (customer.age >= 18)", False, True, True),  # ... its negation is true
+        ("customer.tier in ['gold', 'silver']", True, False, False),
+        ("customer.tier not in ['gold', 'silver']", False, True, True),
+        ("customer.tier in ['gold', null]", True, True, True),
+        ("len(customer.tier) == 0", False, True, True),
+        ("customer.tier", True, False, False),
+        ("kind == null", False, True, True),
+        # the explicit forms
+        ("missing(customer.tier)", False, True, True),
+        ("exists(customer.tier)", True, False, False),
+        ("missing(customer.tier) or customer.tier == 'gold'", True, True, True),
+        ("missing(customer.age) or customer.age < 18", False, True, True),
+        ("missing(kind)", False, True, True),
+        ("exists(kind) and kind == 'x'", True, False, False),
+        ("not missing(customer)", True, True, True),
+        ("missing(customer.tier.level)", True, True, True),  # through a non-object
+    ],
+)
+def test_missing_and_null_semantics(text, gold, absent, nulled):
+    c = compile_condition(text, OBJ_TYPES)
+    assert (c(GOLD), c(ABSENT), c(NULLED)) == (gold, absent, nulled)
+
+
+def test_walking_through_a_non_object_reads_null():
+    c = compile_condition("missing(customer.tier.level)", OBJ_TYPES)
+    assert c(NOT_AN_OBJECT) is True
+    assert compile_condition("customer.tier.level == null", OBJ_TYPES)(NOT_AN_OBJECT) is True
+
+
+def test_exists_and_missing_are_not_reserved_names():
+    types = {"exists": "int", "missing": "list[str]"}
+    assert compile_condition("exists > 1", types)({"exists": 2}) is True
+    assert compile_condition("len(missing) == 1 and exists(exists)", types)(
+        {"exists": 0, "missing": ("a",)}
+    )
+    assert compile_condition("missing(missing)", types).facts == {"missing"}
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("missing(nope)", "unknown fact 'nope'"),
+        ("exists(kind.x)", "fact 'kind' is a str, it has no field 'x'"),
+        ("missing(1)", "expected a fact name"),
+        ("missing('kind')", "expected a fact name"),
+        ("missing(kind", "expected '\\)'|ends too early"),
+        ("exists()", "expected a fact name"),
+        ("missing(len(tags))", "expected a fact name"),
+        ("missing(customer.tier) > 1", "cannot compare bool"),
+        ("present(kind)", "the only functions are len\\(fact\\), exists\\(fact\\) and missing"),
+        ("exists(_x)", "names starting with '_'"),
+    ],
+)
+def test_presence_tests_are_parsed_strictly(text, match):
+    with pytest.raises(ConditionError, match=match):
+        compile_condition(text, OBJ_TYPES)
+
+
+def test_presence_tests_read_their_fact():
+    c = compile_condition("missing(customer.tier)", OBJ_TYPES)
+    assert c.facts == {"customer"} and c.constant is None

@@ -103,19 +103,17 @@ def test_bad_facts_name_the_field():
 
 # ---------------------------------------------------------------- hypothesis properties
 
+ACTIONS = RULES.schema["action"].enum
+KINDS = RULES.schema["tool_error_kind"].enum
+
 facts_strategy = st.fixed_dictionaries(
     {},
     optional={
         "has_permission": st.booleans(),
-        "tool_error_kind": st.none()
-        | st.sampled_from(["retryable", "auth_failed", "not_found"])
-        | st.text(max_size=6),
+        "tool_error_kind": st.none() | st.sampled_from(KINDS),
         "attempts": st.integers(0, 10),
         "amount": st.floats(0, 1e7, allow_nan=False) | st.integers(0, 10_000),
-        "action": st.sampled_from(
-            ["", "issue_refund", "delete_account_data", "change_bank_details"]
-        )
-        | st.text(max_size=8),
+        "action": st.sampled_from(ACTIONS),
         "evidence_complete": st.booleans(),
         "missing_user_fields": st.lists(st.sampled_from(["email", "order_number"]), max_size=2),
         "route_history": st.lists(
@@ -168,3 +166,102 @@ def test_same_facts_same_decision_in_two_processes(batch):
     there = json.loads(out.stdout)
     assert there == json.loads(json.dumps(here))
     assert [d["snapshot_hash"] for d in there] == [d["snapshot_hash"] for d in here]
+
+
+# ---------------------------------------------------------------- declared values (issue 15)
+
+SENSITIVE = {"delete_account_data", "change_bank_details", "override_fraud_hold"}
+
+
+@settings(max_examples=300)
+@given(
+    st.text(max_size=24)
+    | st.sampled_from(sorted(SENSITIVE)).map(str.upper)
+    | st.sampled_from(sorted(SENSITIVE)).map(lambda a: a.replace("_", "-"))
+    | st.sampled_from(sorted(SENSITIVE)).map(lambda a: f" {a}\u200b")
+)
+def test_an_undeclared_action_is_refused_never_routed(action):
+    """The example rules declare an enum on ``action``: any other spelling is a FactsError."""
+    if action in ACTIONS:
+        d = RULES.decide({"action": action})
+        assert (d.reason_code == "sensitive_action") == (action in SENSITIVE)
+        return
+    with pytest.raises(FactsError, match="fact 'action': "):
+        RULES.decide({"action": action})
+
+
+@pytest.mark.parametrize(
+    ("facts", "match"),
+    [
+        ({"amount": -100000}, "fact 'amount': -100000 is below the minimum 0"),
+        ({"amount": -0.01}, "fact 'amount': -0.01 is below the minimum 0"),
+        ({"attempts": -1}, "fact 'attempts': -1 is below the minimum 0"),
+        ({"step": -5}, "fact 'step': -5 is below the minimum 0"),
+        ({"tool_error_kind": "Retryable"}, "fact 'tool_error_kind': 'Retryable' is not one of"),
+        ({"tool_error_kind": ""}, "fact 'tool_error_kind': '' is not one of"),
+        ({"action": "delete_account_data\x00"}, "fact 'action': .* holds a NUL character"),
+    ],
+)
+def test_the_example_rules_refuse_undeclared_values(facts, match):
+    with pytest.raises(FactsError, match=match):
+        RULES.decide(facts)
+
+
+def test_reference_schema_refuses_negative_counters():
+    for name in ("attempts", "step", "amount"):
+        with pytest.raises(FactsError, match=f"fact '{name}': -1 is below the minimum 0"):
+            SCHEMA.validate({name: -1})
+
+
+ENUM_SCHEMA = FactSchema.from_dict(
+    {
+        "action": {
+            "type": "str",
+            "default": "",
+            "enum": ["", "issue_refund", "delete_account_data"],
+        },
+        "tags": {"type": "list[str]", "default": [], "enum": ["vip", "new"]},
+        "level": {"type": "int", "default": 1, "enum": [1, 2]},
+        "note": {"type": "str", "default": ""},
+    }
+)
+ENUM_TYPES = {s.name: s.type for s in ENUM_SCHEMA.specs}
+
+
+@pytest.mark.parametrize(
+    ("condition", "bad"),
+    [
+        ("action == 'issue_refnd'", "'issue_refnd'"),
+        ("'delete-account-data' == action", "'delete-account-data'"),
+        ("action != 'Issue_Refund'", "'Issue_Refund'"),
+        ("action in ['issue_refund', 'delete_acount_data']", "'delete_acount_data'"),
+        ("not (action not in ['ISSUE_REFUND'])", "'ISSUE_REFUND'"),
+        ("note == 'x' or action == 'refund'", "'refund'"),
+        ("'vp' in tags", "'vp'"),
+        ("level == 3", "3"),
+        ("level == true", "True"),
+        ("action == 1", "1"),
+    ],
+)
+def test_a_condition_comparing_with_an_undeclared_value_is_refused(condition, bad):
+    rule = Rule.when("typo", condition, "human_review", fact_types=ENUM_TYPES)
+    with pytest.raises(RuleSetError, match="which is not one of its allowed values") as info:
+        RuleSet([rule], schema=ENUM_SCHEMA)
+    assert info.value.rule_id == "typo"
+    assert f"with {bad}," in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "action == 'issue_refund'",
+        "action in ['', 'delete_account_data']",
+        "'vip' in tags and level == 2",
+        "note == 'anything'",  # no enum on note
+        "'refund' in action",  # a substring test, not a value
+        "action == null",
+        "level == 2.0",
+    ],
+)
+def test_conditions_with_declared_values_are_accepted(condition):
+    RuleSet([Rule.when("ok", condition, "human_review", fact_types=ENUM_TYPES)], schema=ENUM_SCHEMA)

@@ -28,9 +28,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..exceptions import SpecError
+from .._safeio import parse_json, parse_yaml, read_text
+from ..exceptions import InputError, SpecError
 
-__all__ = ["DEFAULT_INSTRUCTIONS", "PromptTemplate"]
+__all__ = ["DEFAULT_INSTRUCTIONS", "MAX_PROMPT_BYTES", "PromptTemplate"]
+
+#: Largest prompt-template file accepted.
+MAX_PROMPT_BYTES = 256 * 1024
+
+
+def _located(exc: InputError) -> str:
+    return (f"line {exc.line}: " if exc.line is not None else "") + exc.reason
+
 
 #: Instructions used when a template does not give its own.
 DEFAULT_INSTRUCTIONS = (
@@ -229,23 +238,26 @@ class PromptTemplate:
     def from_file(cls, path: str | os.PathLike[str]) -> PromptTemplate:
         """Read a template from a JSON or YAML file (``.json``, ``.yaml``, ``.yml``).
 
+        The file must be a regular file of at most :data:`MAX_PROMPT_BYTES` bytes (enforced
+        while reading), in strict UTF-8; it is parsed by the hardened readers, which refuse
+        duplicate keys, deep nesting, huge or non-finite numbers and, in YAML, aliases and
+        Python tags.
+
         Raises
         ------
         SpecError
-            When the file cannot be read or parsed, or a field is malformed.
+            When the file cannot be read or parsed (naming the line), or a field is malformed.
         """
-        p = Path(path)
+        where = os.fspath(path)
         try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SpecError(f"cannot read prompt template: {exc.strerror}", path=str(p)) from None
+            text = read_text(path, limit=MAX_PROMPT_BYTES, what="prompt template")
+        except InputError as exc:
+            raise SpecError(f"cannot read prompt template: {_located(exc)}", path=where) from None
         try:
-            if p.suffix.lower() in {".yaml", ".yml"}:
-                import yaml
-
-                data = yaml.safe_load(text)
+            if Path(where).suffix.lower() in {".yaml", ".yml"}:
+                data = parse_yaml(text, source=where, what="prompt template")
             else:
-                data = json.loads(text)
-        except Exception as exc:  # yaml.YAMLError / json.JSONDecodeError: report, don't crash
-            raise SpecError(f"cannot parse prompt template: {exc}", path=str(p)) from None
-        return cls.from_dict(data, path=str(p))
+                data = parse_json(text, source=where, what="prompt template")
+        except InputError as exc:
+            raise SpecError(f"cannot parse prompt template: {_located(exc)}", path=where) from None
+        return cls.from_dict(data, path=where)

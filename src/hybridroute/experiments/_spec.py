@@ -34,9 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ..exceptions import SpecError
+from .._safeio import parse_yaml, read_text
+from ..exceptions import InputError, SpecError
 
 __all__ = [
     "MAX_SPEC_BYTES",
@@ -304,22 +303,12 @@ def load_spec(path: str | os.PathLike[str]) -> ExperimentSpec:
     SpecError
         Naming the file and the field that is wrong.
     """
-    p = Path(path)
+    where = os.fspath(path)
     try:
-        size = p.stat().st_size
-    except OSError as exc:
-        raise SpecError(f"cannot read the spec: {exc.strerror or exc}", path=str(p)) from None
-    if size > MAX_SPEC_BYTES:
-        raise SpecError(
-            f"spec is too large ({size:,} bytes; the limit is {MAX_SPEC_BYTES:,})", path=str(p)
-        )
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read the spec: {exc.strerror or exc}", path=str(p)) from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"not UTF-8 text (byte {exc.start})", path=str(p)) from None
-    return parse_spec(text, path=str(p))
+        text = read_text(path, limit=MAX_SPEC_BYTES, what="spec")
+    except InputError as exc:
+        raise SpecError(f"cannot read the spec: {_located(exc)}", path=where) from None
+    return parse_spec(text, path=where)
 
 
 def parse_spec(text: str, *, path: str | None = None) -> ExperimentSpec:
@@ -457,36 +446,22 @@ def _resolve_dataset(ref: str, spec_path: str | None) -> str:
 
 
 def _safe_yaml(text: str, reader: SpecReader) -> Any:
-    if len(text.encode("utf-8")) > MAX_SPEC_BYTES:
+    """Spec text through the one hardened YAML checker (:func:`hybridroute._safeio.parse_yaml`):
+    aliases, Python tags, deep nesting, too many nodes, duplicate keys and non-finite
+    numbers are refused as a :class:`SpecError` naming the file and line."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_SPEC_BYTES:
         raise reader.error(f"spec is too large (over {MAX_SPEC_BYTES:,} bytes)")
-    depth = 0
-    nodes = 0
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            line = event.start_mark.line + 1 if event.start_mark is not None else "?"
-            if isinstance(event, yaml.AliasEvent):
-                raise reader.error(f"line {line}: YAML aliases (*name) are not allowed in specs")
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > _MAX_YAML_DEPTH:
-                    raise reader.error(
-                        f"line {line}: nested too deeply (over {_MAX_YAML_DEPTH} levels)"
-                    )
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-            if isinstance(
-                event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)
-            ):
-                nodes += 1
-                if nodes > _MAX_YAML_NODES:
-                    raise reader.error(f"too many YAML nodes (over {_MAX_YAML_NODES:,})")
-        return yaml.safe_load(text)
-    except SpecError:
-        raise
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise reader.error(f"{where}not valid safe YAML: {problem}") from None
-    except RecursionError:
-        raise reader.error("nested too deeply") from None
+        return parse_yaml(
+            text,
+            source=reader.path,
+            what="spec",
+            max_depth=_MAX_YAML_DEPTH,
+            max_nodes=_MAX_YAML_NODES,
+        )
+    except InputError as exc:
+        raise reader.error(_located(exc)) from None
+
+
+def _located(exc: InputError) -> str:
+    return (f"line {exc.line}: " if exc.line is not None else "") + exc.reason

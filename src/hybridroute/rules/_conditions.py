@@ -7,7 +7,8 @@ Grammar (keywords are lower case)::
     and_expr   := not_expr ("and" not_expr)*
     not_expr   := "not" not_expr | comparison
     comparison := operand (("==" | "!=" | "<" | "<=" | ">" | ">=" | "in" | "not" "in") operand)?
-    operand    := NUMBER | STRING | "true" | "false" | "null" | list | path | "len" "(" path ")"
+    operand    := NUMBER | STRING | "true" | "false" | "null" | list | path
+                | "len" "(" path ")" | "exists" "(" path ")" | "missing" "(" path ")"
                 | "(" expr ")"
     list       := "[" (literal ("," literal)*)? "]"
     path       := NAME ("." NAME)*
@@ -16,7 +17,26 @@ Nothing here can execute code: the text is tokenised by a fixed regular expressi
 parsed by hand into a tree of a handful of node kinds; no ``eval``, ``exec``, ``compile``
 or attribute lookup on Python objects ever happens. Names must be declared facts (a path
 ``a.b`` reads key ``b`` of the object fact ``a``); names starting with an underscore are
-refused. Size and nesting are bounded. Ordering comparisons with a null value are false.
+refused. Size and nesting are bounded.
+
+**Missing and null values.** Facts are validated before any rule runs, so a declared
+top-level fact is always present (given, or its default); it is null only when declared
+``nullable``. A path into an object fact whose key is absent (``customer.tier`` on
+``{"customer": {}}``), or that walks through a non-object, reads as ``null``. Then:
+
+* ``==`` / ``!=``: null equals only null. ``customer.tier == null`` is true when the key
+  is absent or null; ``customer.tier == 'gold'`` is false and ``customer.tier != 'gold'``
+  true.
+* ordering (``<``, ``<=``, ``>``, ``>=``) with null on either side is **false**, so
+  ``customer.age < 18`` does not fire for a customer without an age, while
+  ``not (customer.age >= 18)`` does.
+* ``x in list``: null is in a list only when the list holds ``null``; ``x in null`` is
+  false and ``x not in null`` true. ``len(null)`` is 0.
+* a bare path used as a condition is true when its value is truthy (null is false).
+
+To make "missing" fire explicitly, write ``missing(path)`` (true when any key along the
+path is absent, or the value is null) or its negation ``exists(path)``: for instance
+``missing(customer.tier) or customer.tier == 'gold'``.
 """
 
 from __future__ import annotations
@@ -62,6 +82,8 @@ _TOKEN_RE = re.compile(
 )
 
 _KEYWORDS = {"and", "or", "not", "in", "true", "false", "null", "len"}
+#: Presence tests: functions only when followed by "(" (not reserved as names).
+_PRESENCE = ("exists", "missing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +110,9 @@ def _tokenize(text: str) -> list[_Tok]:
 
 
 # --------------------------------------------------------------------------- parse tree
-# Nodes are tuples: ("lit", value) | ("path", (names...)) | ("len", path) | ("not", node)
-# | ("and", [nodes]) | ("or", [nodes]) | ("cmp", op, left, right)
+# Nodes are tuples: ("lit", value) | ("path", (names...)) | ("len", path)
+# | ("exists", path) | ("missing", path) | ("not", node) | ("and", [nodes])
+# | ("or", [nodes]) | ("cmp", op, left, right)
 
 
 class _Parser:
@@ -200,6 +223,12 @@ class _Parser:
                 path = self.path(self.take())
                 self.expect(")")
                 return ("len", path)
+            if tok.text in _PRESENCE and (nxt := self.peek()) is not None and nxt.text == "(":
+                # exists / missing are not keywords: a fact may still be called so
+                self.take()
+                path = self.path(self.take())
+                self.expect(")")
+                return (tok.text, path)
             return self.path(tok)
         raise ConditionError(f"unexpected {tok.text!r} at position {tok.pos}")
 
@@ -220,7 +249,7 @@ class _Parser:
         if (nxt := self.peek()) is not None and nxt.text == "(":
             raise ConditionError(
                 f"function calls are not allowed ({tok.text!r}(...) at position {tok.pos}); "
-                "the only function is len(fact)"
+                "the only functions are len(fact), exists(fact) and missing(fact)"
             )
         return tok.text
 
@@ -334,6 +363,9 @@ class CompiledCondition:
     fn: Callable[[Facts], bool]
     facts: frozenset[str]
     constant: bool | None  # True / False when no fact is read, else None
+    #: (fact, literal) for every ``fact == lit``, ``fact != lit``, ``fact in [lits]`` and
+    #: ``lit in fact`` (a list fact): what a rule set checks against declared enums
+    literals: tuple[tuple[str, Any], ...] = ()
 
     def __call__(self, facts: Facts) -> bool:
         return self.fn(facts)
@@ -376,7 +408,41 @@ def compile_condition(
     constant: bool | None = None
     if not used:
         constant = bool(fn({}))
-    return CompiledCondition(source=text, fn=_as_bool(fn), facts=frozenset(used), constant=constant)
+    return CompiledCondition(
+        source=text,
+        fn=_as_bool(fn),
+        facts=frozenset(used),
+        constant=constant,
+        literals=tuple(_literal_comparisons(tree, fact_types)),
+    )
+
+
+def _literal_comparisons(node: tuple, types: Mapping[str, str] | None) -> list[tuple[str, Any]]:
+    """Every (top-level fact, literal) pair the condition compares for equality/membership."""
+    out: list[tuple[str, Any]] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        tag = n[0]
+        if tag in ("and", "or"):
+            stack.extend(n[1])
+        elif tag == "not":
+            stack.append(n[1])
+        elif tag == "cmp":
+            op, left, right = n[1], n[2], n[3]
+            if op in ("==", "!="):
+                for a, b in ((left, right), (right, left)):
+                    if a[0] == "path" and len(a[1]) == 1 and b[0] == "lit":
+                        out.append((a[1][0], b[1]))
+            elif op in ("in", "not in"):
+                if left[0] == "path" and len(left[1]) == 1 and right[0] == "lit":
+                    if isinstance(right[1], tuple):  # fact in [a, b]; not a substring test
+                        out.extend((left[1][0], v) for v in right[1])
+                elif left[0] == "lit" and right[0] == "path" and len(right[1]) == 1:
+                    fact = right[1][0]
+                    if types is not None and types.get(fact, "").startswith("list["):
+                        out.append((fact, left[1]))  # 'x' in a list fact
+    return out
 
 
 def _as_bool(fn: Callable[[Facts], Any]) -> Callable[[Facts], bool]:
@@ -438,6 +504,11 @@ def _build(
             raise ConditionError(f"len() of a {type(value).__name__}")
 
         return length, "number"
+    if tag in _PRESENCE:
+        read, _ = _build(node[1], types, used)
+        if tag == "exists":
+            return (lambda facts, _f=read: _f(facts) is not None), "bool"
+        return (lambda facts, _f=read: _f(facts) is None), "bool"
     if tag == "not":
         inner, _ = _build(node[1], types, used)
         return (lambda facts, _f=inner: not _f(facts)), "bool"

@@ -7,7 +7,8 @@ A rules file looks like::
     version: "1"                 # ... and version
     facts:                       # the facts schema
       has_permission: {type: bool, default: true}
-      amount: {type: number, default: 0}
+      amount: {type: number, default: 0, min: 0}            # bounds: min / max
+      action: {type: str, default: "", enum: ["", issue_refund, delete_account_data]}
     destinations: [refund_request, order_status]   # intent destinations (optional)
     reason_codes: [vip_customer]                   # extra reason codes (optional)
     rules:                       # in order; first match wins
@@ -17,12 +18,21 @@ A rules file looks like::
         when: "amount > 2000 and action == 'issue_refund'"   # ... or a condition
         then: human_review
         reason: vip_customer
-    default: {destination: fail, reason: default_exit}     # optional; this is the default
+    default: {destination: fail, reason: default_exit}     # required: the exit when no rule fires
 
-Safety: the file is size-checked before parsing; the YAML event stream is scanned for
-nesting depth, node count and aliases (refused: they allow exponential expansion) before
-anything is built; only ``yaml.SafeLoader`` constructs values (Python tags are refused);
-conditions go through :mod:`._conditions`, which cannot execute anything.
+A fact declaration takes ``type``, ``nullable``, ``default``, ``enum`` (allowed values:
+``str``, ``int``, each element of ``list[str]``), ``min`` / ``max`` (inclusive bounds:
+``int``, ``number``, each element of ``list[number]``) and ``description``; see
+:class:`hybridroute.contracts.FactSpec`.
+
+Safety: the file must be a regular file (a FIFO, a device or a directory is refused
+before a byte is read) and is read with its byte limit enforced while reading, as strict
+UTF-8. The YAML goes through :func:`hybridroute._safeio.parse_yaml`, the one hardened
+checker: the event stream is scanned for nesting depth, node count, aliases (refused: they
+allow exponential expansion) and Python tags before anything is built; only
+``yaml.SafeLoader`` constructs values; a duplicate key (two ``when:`` in one rule), a
+non-finite or huge number is refused with its line and, inside a rule, the rule's id.
+Conditions go through :mod:`._conditions`, which cannot execute anything.
 """
 
 from __future__ import annotations
@@ -34,8 +44,15 @@ from typing import Any
 
 import yaml
 
+from .._safeio import parse_yaml, read_text
 from ..contracts import FactSchema, Vocabulary
-from ..exceptions import FactsError, RuleSetError, RulesFileError, UndeclaredValueError
+from ..exceptions import (
+    FactsError,
+    InputError,
+    RuleSetError,
+    RulesFileError,
+    UndeclaredValueError,
+)
 from ._ruleset import Rule, RuleSet
 
 __all__ = ["MAX_RULES", "MAX_RULES_FILE_BYTES", "load_rules", "parse_rules"]
@@ -66,100 +83,89 @@ _RULE_KEYS = {"id", "guard", "params", "when", "then", "reason", "description"}
 def load_rules(path: str | os.PathLike[str]) -> RuleSet:
     """Load and validate a rules file.
 
+    The file must be a regular file of at most :data:`MAX_RULES_FILE_BYTES` bytes (the
+    limit is enforced while reading: a FIFO, a device such as ``/dev/zero`` or a
+    directory is refused before anything is read) in strict UTF-8.
+
     Raises
     ------
     RulesFileError
-        One error naming the file, the rule (where there is one) and what is wrong.
+        One error naming the file, the line or rule (where there is one) and what is wrong.
     """
-    p = Path(path)
+    where = os.fspath(path)
     try:
-        size = p.stat().st_size
-    except OSError as exc:
-        raise RulesFileError(
-            f"cannot read rules file: {exc.strerror or exc}", path=str(p)
-        ) from None
-    if size > MAX_RULES_FILE_BYTES:
-        raise RulesFileError(
-            f"rules file is too large ({size:,} bytes; the limit is {MAX_RULES_FILE_BYTES:,})",
-            path=str(p),
-        )
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise RulesFileError(
-            f"cannot read rules file: {exc.strerror or exc}", path=str(p)
-        ) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RulesFileError(f"not UTF-8 text (byte {exc.start})", path=str(p)) from None
-    return parse_rules(text, source=str(p))
+        text = read_text(path, limit=MAX_RULES_FILE_BYTES, what="rules file")
+    except InputError as exc:
+        raise RulesFileError(f"cannot read rules file: {_located(exc)}", path=where) from None
+    return parse_rules(text, source=where)
 
 
 def parse_rules(text: str, *, source: str = "<rules>") -> RuleSet:
     """Parse rules-file text (see the module docstring for the format)."""
-    if len(text.encode("utf-8")) > MAX_RULES_FILE_BYTES:
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_RULES_FILE_BYTES:
         raise RulesFileError(
             f"rules file is too large (over {MAX_RULES_FILE_BYTES:,} bytes)", path=source
         )
-    data = _safe_yaml(text, source)
+    try:
+        data = parse_yaml(
+            text,
+            source=source,
+            what="rules file",
+            max_depth=_MAX_YAML_DEPTH,
+            max_nodes=_MAX_YAML_NODES,
+        )
+    except InputError as exc:
+        rule_id = _rule_at_line(text, exc.line) if exc.line is not None else None
+        raise RulesFileError(_located(exc), path=source, rule_id=rule_id) from None
     return _build(data, source)
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases outright (they were already refused by the scan)."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:  # pragma: no cover - scan refuses first
-        if self.check_event(yaml.AliasEvent):
-            raise RulesFileError("YAML aliases are not allowed in rules files")
-        return super().compose_node(parent, index)
+def _located(exc: InputError) -> str:
+    """An :class:`InputError`'s reason with its line, as rules-file messages put it."""
+    return (f"line {exc.line}: " if exc.line is not None else "") + exc.reason
 
 
-def _safe_yaml(text: str, source: str) -> Any:
-    depth = 0
-    nodes = 0
+def _rule_at_line(text: str, line: int) -> str | None:
+    """The id of the rule whose YAML spans ``line`` (1-based), for error messages.
+
+    Only the node tree is composed (no value is constructed), after the hardened scan has
+    bounded the document; anything unexpected just means no rule is named.
+    """
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.AliasEvent):
-                mark = event.start_mark
-                raise RulesFileError(
-                    f"line {mark.line + 1}: YAML aliases (*name) are not allowed in rules files",
-                    path=source,
-                )
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > _MAX_YAML_DEPTH:
-                    raise RulesFileError(
-                        f"line {event.start_mark.line + 1}: nested too deeply "
-                        f"(over {_MAX_YAML_DEPTH} levels)",
-                        path=source,
-                    )
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-            if isinstance(
-                event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return None
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    for key, value in root.value:
+        if not (isinstance(key, yaml.ScalarNode) and key.value == "rules"):
+            continue
+        if not isinstance(value, yaml.SequenceNode):
+            return None
+        found = None
+        for item in value.value:
+            if item.start_mark.line + 1 > line:
+                break
+            found = item
+        if found is None or not isinstance(found, yaml.MappingNode):
+            return None
+        if line > _last_line(found) or line > _last_line(value):
+            return None
+        for k, v in found.value:
+            if (
+                isinstance(k, yaml.ScalarNode)
+                and k.value == "id"
+                and isinstance(v, yaml.ScalarNode)
             ):
-                nodes += 1
-                if nodes > _MAX_YAML_NODES:
-                    raise RulesFileError(
-                        f"too many YAML nodes (over {_MAX_YAML_NODES:,})", path=source
-                    )
-                tag = getattr(event, "tag", None)
-                if tag and tag.startswith("tag:yaml.org,2002:python"):
-                    raise RulesFileError(
-                        f"line {event.start_mark.line + 1}: Python tags ({tag}) are not allowed",
-                        path=source,
-                    )
-        return yaml.load(text, Loader=_Loader)
-    except RulesFileError:
-        raise
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise RulesFileError(f"{where}not valid safe YAML: {problem}", path=source) from None
-    except RecursionError:
-        raise RulesFileError("nested too deeply", path=source) from None
+                return str(v.value)
+        return None
+    return None
+
+
+def _last_line(node: Any) -> int:
+    """The last line (1-based) a node spans: a block node ends where the next one starts."""
+    end = node.end_mark
+    return int(end.line) + (1 if end.column > 0 else 0)
 
 
 def _fail(message: str, source: str, rule_id: str | None = None) -> RulesFileError:
@@ -212,7 +218,13 @@ def _build(data: Any, source: str) -> RuleSet:
     for pos, item in enumerate(rules_data):
         rules.append(_rule(item, pos, fact_types, source))
 
-    default = data.get("default", {"destination": "fail", "reason": "default_exit"})
+    if "default" not in data:
+        raise _fail(
+            "no default exit: declare 'default: {destination: ..., reason: ...}' (the "
+            "destination taken when no rule fires)",
+            source,
+        )
+    default = data["default"]
     if not isinstance(default, Mapping):
         raise _fail(
             "'default' must be a mapping with a 'destination' (and optionally 'reason')", source

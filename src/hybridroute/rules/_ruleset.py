@@ -185,8 +185,10 @@ class RuleSet:
     RuleSetError
         On duplicate rule ids, an undeclared destination or reason code, a missing default
         exit, a rule shadowed by an earlier unconditional rule (or one that can never
-        fire), or a rule reading a fact the schema does not declare (or declares with an
-        incompatible type). The message names the rule.
+        fire), a rule reading a fact the schema does not declare (or declares with an
+        incompatible type), or a guard parameter that the schema's ``enum`` / ``min`` /
+        ``max`` make unreachable (a sensitive action or retryable kind outside the fact's
+        enum, a limit no allowed value can exceed). The message names the rule.
     """
 
     def __init__(
@@ -247,6 +249,10 @@ class RuleSet:
                         f"reads fact {fact!r} as {' or '.join(types)}, but it is declared {declared}",
                         rule_id=rule.id,
                     )
+            if rule.guard_obj is not None:
+                rule.guard_obj.check_schema(self.schema)
+            else:
+                self._check_literals(rule)
             if rule.condition is not None and rule.condition.constant is False:
                 raise RuleSetError(
                     f"can never fire: its condition {rule.condition.source!r} is always false",
@@ -279,6 +285,23 @@ class RuleSet:
             vocab.check_reason_code(self.default_reason)
         except UndeclaredValueError as exc:
             raise RuleSetError(f"default exit: {exc}") from None
+
+    def _check_literals(self, rule: Rule) -> None:
+        """A condition comparing an enum fact with a value outside its enum is a typo."""
+        for fact, value in rule.condition.literals:  # type: ignore[union-attr]
+            if value is None or fact not in self.schema:
+                continue
+            spec = self.schema[fact]
+            if spec.enum is None:
+                continue
+            if isinstance(value, bool) or value not in spec.enum:
+                shown = ", ".join(repr(v)[:40] for v in spec.enum[:20])
+                more = "" if len(spec.enum) <= 20 else f", ... ({len(spec.enum)} in all)"
+                raise RuleSetError(
+                    f"compares fact {fact!r} with {value!r}, which is not one of its allowed "
+                    f"values ({shown}{more}); a typo?",
+                    rule_id=rule.id,
+                )
 
     # ------------------------------------------------------------------ evaluation
     def validate_facts(self, facts: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -360,7 +383,11 @@ class RuleSet:
 
 
 def reference_fact_schema() -> FactSchema:
-    """The facts the reference routing order reads, with their defaults."""
+    """The facts the reference routing order reads, with their defaults.
+
+    Counters (``attempts``, ``step``) and ``amount`` are declared ``min: 0``: a negative
+    attempt count would earn extra retries and a negative step extra steps.
+    """
     return FactSchema(
         (
             FactSpec(
@@ -377,9 +404,13 @@ def reference_fact_schema() -> FactSchema:
                 description="null, 'retryable', or another error kind",
             ),
             FactSpec(
-                name="attempts", type="int", default=0, description="tool attempts made so far"
+                name="attempts",
+                type="int",
+                default=0,
+                min=0,
+                description="tool attempts made so far",
             ),
-            FactSpec(name="amount", type="number", default=0, description="money involved"),
+            FactSpec(name="amount", type="number", default=0, min=0, description="money involved"),
             FactSpec(name="action", type="str", default="", description="the action prepared"),
             FactSpec(
                 name="evidence_complete",
@@ -399,7 +430,7 @@ def reference_fact_schema() -> FactSchema:
                 default=[],
                 description="destinations visited so far",
             ),
-            FactSpec(name="step", type="int", default=0, description="steps taken so far"),
+            FactSpec(name="step", type="int", default=0, min=0, description="steps taken so far"),
         )
     )
 

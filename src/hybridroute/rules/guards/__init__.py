@@ -9,8 +9,8 @@ guard                  fires when                                 destination (r
                                                                   fail (retry_budget_exhausted);
                                                                   other kinds fail
                                                                   (tool_error_fatal)
-``risk``               amount > limit, or a sensitive action      human_review
-                                                                  (high_risk_amount /
+``risk``               abs(amount) > limit, or a sensitive        human_review
+                       action (compared normalised)               (high_risk_amount /
                                                                   sensitive_action)
 ``step_budget``        step > max_steps                           fail (step_budget_exceeded)
 ``oscillation``        a route cycle repeats > max_repeats times  fail (route_oscillation)

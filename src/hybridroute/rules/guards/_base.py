@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
+import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ...contracts import FactSchema
 from ...exceptions import RuleSetError
 
-__all__ = ["Guard", "Outcome"]
+__all__ = ["Guard", "Outcome", "normalize_token"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,13 @@ class Guard:
         """Fact name -> accepted types, for every fact this guard reads."""
         return {self.values[p]: types for p, types in self.fact_types.items()}
 
+    def check_schema(self, schema: FactSchema) -> None:
+        """Check the parameters against what the schema allows (its ``enum`` / ``min`` /
+        ``max``), once the rule set is built: raise :class:`RuleSetError` naming the rule
+        for a parameter that can never match an allowed value (a typo that would make the
+        guard dead). The facts read are already known to be declared with the right type.
+        """
+
     def check(self, facts: Mapping[str, Any]) -> Outcome | None:
         """Return the outcome when the guard fires, else ``None``."""
         raise NotImplementedError
@@ -91,11 +102,20 @@ def _jsonable(v: Any) -> Any:
 def number_param(
     guard: Guard, key: str, rule_id: str, *, minimum: float | None = None, integer: bool = False
 ) -> None:
-    """Check that parameter ``key`` is a (whole) number, at least ``minimum``."""
+    """Check that parameter ``key`` is a finite (whole) number, at least ``minimum``.
+
+    NaN and the infinities are refused: every comparison with NaN is false, so a NaN
+    limit would make a guard that never fires.
+    """
     value = guard.values[key]
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ok and integer:
-        ok = float(value).is_integer()
+    if ok and isinstance(value, float):
+        if not math.isfinite(value):
+            raise RuleSetError(
+                f"parameter {key!r} must be a finite number, got {value!r}", rule_id=rule_id
+            )
+        if integer:
+            ok = value.is_integer()
     if not ok:
         kind = "a whole number" if integer else "a number"
         raise RuleSetError(f"parameter {key!r} must be {kind}, got {value!r}", rule_id=rule_id)
@@ -119,3 +139,46 @@ def str_list_param(guard: Guard, key: str, rule_id: str) -> None:
             f"parameter {key!r} must be a list of strings, got {value!r}", rule_id=rule_id
         )
     guard.values[key] = frozenset(value)
+
+
+# --------------------------------------------------------------------------- normalisation
+
+# Already normal: lower-case ASCII words joined by single underscores (the common case,
+# checked without touching unicodedata).
+_PLAIN_TOKEN_RE = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+# Dropped: control (Cc), format (Cf: zero-width space / joiner, BOM, bidi marks),
+# surrogate (Cs), private-use (Co) and unassigned (Cn) characters, and combining marks
+# (Mn, Me: accents added to a letter).
+_DROPPED = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Mn", "Me"))
+
+
+def normalize_token(value: str) -> str:
+    """The form in which guards compare an identifier-like value (an action, a kind).
+
+    Unicode NFKC (fullwidth ``ｄｅｌｅｔｅ`` is ``delete``), case folded, accents and
+    control / format characters (NUL, zero-width space, BOM, bidi marks) dropped; any run
+    of whitespace, hyphens, dashes and underscores becomes one ``_``, and one at either
+    end is dropped. So ``" Delete-Account\u200bData\x00"`` and ``"DELETE__ACCOUNT_DATA"``
+    are both ``delete_account_data``. Letters that merely look alike in another script
+    (a Cyrillic ``а``) stay different: declare an ``enum`` on the fact to refuse those.
+    """
+    if _PLAIN_TOKEN_RE.fullmatch(value):
+        return value
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", value).casefold())
+    chars = []
+    for ch in text:
+        if ch.isspace() or ch == "_":
+            chars.append(" ")
+            continue
+        cat = unicodedata.category(ch)
+        if cat == "Pd":  # hyphen-minus and every other dash
+            chars.append(" ")
+        elif cat not in _DROPPED:
+            chars.append(ch)
+    return "_".join(unicodedata.normalize("NFKC", "".join(chars)).split())
+
+
+def show_values(values: tuple[Any, ...], limit: int = 20) -> str:
+    """Up to ``limit`` values for an error message."""
+    shown = ", ".join(repr(v)[:40] for v in values[:limit])
+    return shown + ("" if len(values) <= limit else f", ... ({len(values)} in all)")

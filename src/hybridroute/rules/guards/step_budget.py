@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...contracts import FactSchema
+from ...exceptions import RuleSetError
 from ._base import Guard, Outcome, number_param
 
 
@@ -19,6 +21,15 @@ class StepBudgetGuard(Guard):
 
     def _setup(self, rule_id: str) -> None:
         number_param(self, "max_steps", rule_id, minimum=0, integer=True)
+
+    def check_schema(self, schema: FactSchema) -> None:
+        spec = schema[self.values["step_fact"]]
+        if spec.max is not None and spec.max <= self.values["max_steps"]:
+            raise RuleSetError(
+                f"max_steps {self.values['max_steps']} can never be exceeded: fact "
+                f"{spec.name!r} is declared with max {spec.max!r}",
+                rule_id=self.rule_id,
+            )
 
     def check(self, facts: Mapping[str, Any]) -> Outcome | None:
         step = facts.get(self.values["step_fact"])

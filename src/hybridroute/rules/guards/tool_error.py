@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._base import Guard, Outcome, number_param, str_list_param
+from ...contracts import FactSchema
+from ...exceptions import RuleSetError
+from ._base import Guard, Outcome, number_param, show_values, str_list_param
 
 
 class ToolErrorGuard(Guard):
@@ -30,6 +32,18 @@ class ToolErrorGuard(Guard):
     def _setup(self, rule_id: str) -> None:
         str_list_param(self, "retryable_kinds", rule_id)
         number_param(self, "retry_budget", rule_id, minimum=0, integer=True)
+
+    def check_schema(self, schema: FactSchema) -> None:
+        spec = schema[self.values["kind_fact"]]
+        if spec.enum is None:
+            return
+        for kind in sorted(self.values["retryable_kinds"]):
+            if kind not in spec.enum:
+                raise RuleSetError(
+                    f"retryable kind {kind!r} is not an allowed value of fact {spec.name!r} "
+                    f"(its enum: {show_values(spec.enum)}), so it could never match",
+                    rule_id=self.rule_id,
+                )
 
     def check(self, facts: Mapping[str, Any]) -> Outcome | None:
         kind = facts.get(self.values["kind_fact"])
