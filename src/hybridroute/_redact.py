@@ -57,12 +57,41 @@ _SECRET_VALUE_RE = re.compile(
     re.VERBOSE,
 )
 _HASHED_RE = re.compile(r"^hmac-sha256:[0-9a-f]{64}$")
+# a URL's password: scheme://user:password@host
+_URL_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+@")
+# a number under a key that names token counts (prompt_tokens) is a count, not a token
+_COUNT_KEY_RE = re.compile(r"tokens$", re.IGNORECASE)
 _ENV_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 _MIN_ENV_SECRET = 8
+# a sensitive value this short is replaced only where it is a whole string, never inside text
+_MIN_SUBSTRING = 6
+# learned values longer than this are matched with str.replace, not the trie pattern
+_MAX_TRIE_VALUE = 256
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    """One regular expression matching any of ``words``, longest first (a trie, so the cost
+    per character does not grow with the number of words)."""
+    trie: dict[str, Any] = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, Any]) -> str:
+        end = "" in node
+        alts = [re.escape(ch) + build(sub) for ch, sub in sorted(node.items()) if ch]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return "(?:" + body + ")?" if end else body
+
+    return build(trie)
 
 
 class Redactor:
-    """Hashes declared sensitive facts and scrubs credentials from a record.
+    """Hashes declared sensitive facts and scrubs credentials from records and documents.
 
     Parameters
     ----------
@@ -70,7 +99,20 @@ class Redactor:
         Fact names whose values are stored as salted hashes.
     salt : str or bytes, optional
         Required when ``sensitive_fields`` is not empty; defaults to the
-        ``HYBRIDROUTE_LOG_SALT`` environment variable. Never written to the log.
+        ``HYBRIDROUTE_LOG_SALT`` environment variable. Never written anywhere.
+
+    Notes
+    -----
+    The rules, applied to every string and mapping key:
+
+    * a value under a credential-like key (``api_key``, ``token``, ``password``...) is
+      replaced whole, except a number under a key naming token counts (``prompt_tokens``);
+    * provider-key-shaped substrings and URL passwords are replaced first, then the values
+      of credential-like environment variables (read when the redactor is built), so an
+      environment value inside a key cannot break the key's shape and let the rest through;
+    * a declared sensitive fact is hashed under its key; its value is also hashed where it
+      occurs in the same record's text and detail (values of 6 characters or more), and
+      values passed to :meth:`learn` are hashed wherever they occur.
     """
 
     def __init__(
@@ -87,6 +129,7 @@ class Redactor:
             )
         self._salt = salt.encode("utf-8") if isinstance(salt, str) else (salt or b"")
         self._key_cache: dict[str, bool] = {}
+        salt_text = self._salt.decode("utf-8", "replace")
         self._env_secrets = sorted(
             {
                 v
@@ -95,10 +138,14 @@ class Redactor:
                 and len(v) >= _MIN_ENV_SECRET
                 and k != "HYBRIDROUTE_LOG_SALT"
             }
-            | ({self._salt.decode("utf-8", "replace")} if self._salt else set()),
+            # a short salt is not searched for: replacing every "s" would mangle the text
+            | ({salt_text} if len(salt_text) >= _MIN_ENV_SECRET else set()),
             key=len,
             reverse=True,
         )
+        self._whole: dict[str, str] = {}  # learned sensitive value (as text) -> its hash
+        self._long: list[str] = []
+        self._pattern: re.Pattern[str] | None = None
 
     def hash_value(self, value: Any) -> str:
         """Salted HMAC-SHA-256 of a fact value's canonical JSON (a hashed value is kept)."""
@@ -107,41 +154,121 @@ class Redactor:
         digest = hmac.new(self._salt, canonical_json(value).encode("utf-8"), hashlib.sha256)
         return "hmac-sha256:" + digest.hexdigest()
 
-    def scrub_text(self, text: str) -> str:
-        """Replace credential-shaped substrings and credential env values in ``text``."""
+    def learn(self, facts_rows: Iterable[Mapping[str, Any] | None]) -> Redactor:
+        """Remember the values of the declared sensitive facts in ``facts_rows`` so that they
+        are hashed wherever they appear later (free text and keys included); returns self.
+
+        Strings and integers only; values shorter than 6 characters are replaced only where
+        they are a whole string (inside free text they would match too much).
+        """
+        names = self.sensitive_fields
+        if not names:
+            return self
+        added = False
+        for facts in facts_rows:
+            if not facts:
+                continue
+            for name in names:
+                v = facts.get(name)
+                if v is None or isinstance(v, bool) or not isinstance(v, (str, int)):
+                    continue  # floats, lists and objects are hashed only under their key
+                text = str(v)
+                if not text or _HASHED_RE.match(text) or text in self._whole:
+                    continue
+                self._whole[text] = self.hash_value(v)
+                added = True
+        if added:
+            subs = [t for t in self._whole if len(t) >= _MIN_SUBSTRING]
+            self._long = sorted(
+                (t for t in subs if len(t) > _MAX_TRIE_VALUE), key=len, reverse=True
+            )
+            short = [t for t in subs if len(t) <= _MAX_TRIE_VALUE]
+            self._pattern = re.compile(_trie_pattern(short)) if short else None
+        return self
+
+    def scrub_text(self, text: str, local: Mapping[str, str] | None = None) -> str:
+        """``text`` with credentials (and learned or ``local`` sensitive values) replaced.
+
+        ``local`` maps sensitive values of the record at hand to their hashes.
+        """
+        whole = self._whole.get(text) if self._whole else None
+        if whole is not None:
+            return whole
+        if local:
+            if text in local:
+                return local[text]
+            for value, hashed in local.items():
+                if len(value) >= _MIN_SUBSTRING and value in text:
+                    text = text.replace(value, hashed)
         if len(text) < _MIN_ENV_SECRET:
             return text  # too short to hold any credential we look for
+        if "://" in text:
+            text = _URL_PASSWORD_RE.sub(lambda m: m.group("head") + REDACTED + "@", text)
+        # key shapes first: replacing an environment value or a learned value that occurs
+        # inside a key would break its shape and let the rest of the key through
+        text = _SECRET_VALUE_RE.sub(REDACTED, text)
+        if self._whole:
+            for value in self._long:
+                if value in text:
+                    text = text.replace(value, self._whole[value])
+            if self._pattern is not None:
+                text = self._pattern.sub(lambda m: self._whole[m.group(0)], text)
         for secret in self._env_secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
-        return _SECRET_VALUE_RE.sub(REDACTED, text)
+        return text
 
-    def _secret_key(self, key: str) -> bool:
+    def secret_key(self, key: str) -> bool:
+        """Whether a mapping key is credential-like (its value is replaced whole)."""
         hit = self._key_cache.get(key)
         if hit is None:
             hit = self._key_cache[key] = bool(_SECRET_KEY_RE.search(key))
         return hit
 
-    def _scrub(self, value: Any, key: str | None = None, changed: list[bool] | None = None) -> Any:
-        if key is not None and value is not None and self._secret_key(key):
+    def _scrub(
+        self,
+        value: Any,
+        key: str | None = None,
+        changed: list[bool] | None = None,
+        local: Mapping[str, str] | None = None,
+    ) -> Any:
+        t = type(value)
+        if key is not None and value is not None and self.secret_key(key):
+            if (t is int or t is float) and _COUNT_KEY_RE.search(key):
+                return value  # prompt_tokens, max_tokens: a count, not a token
             if changed is not None and value != REDACTED:
                 changed.append(True)
             return REDACTED
-        t = type(value)
         if t is str:
-            out = self.scrub_text(value)
+            out = self.scrub_text(value, local)
             if changed is not None and out is not value and out != value:
                 changed.append(True)
             return out
         if value is None or t is int or t is float or t is bool:
             return value
         if t is dict or t is MappingProxyType or isinstance(value, Mapping):
-            return {k: self._scrub(v, str(k), changed) for k, v in value.items()}
+            out_map = {}
+            for k, v in value.items():
+                sk = self.scrub_text(k, local) if type(k) is str else k
+                if changed is not None and sk != k:
+                    changed.append(True)
+                out_map[sk] = self._scrub(v, str(k), changed, local)
+            return out_map
         if t is list or t is tuple:
-            return [self._scrub(v, None, changed) for v in value]
-        if isinstance(value, str):
-            return self._scrub(str(value), None, changed)
-        return value
+            return [self._scrub(v, None, changed, local) for v in value]
+        if isinstance(value, (set, frozenset)):
+            return [self._scrub(v, None, changed, local) for v in sorted(value, key=str)]
+        if isinstance(value, str):  # str enums (stages, reason codes)
+            return self._scrub(str(value), None, changed, local)
+        if isinstance(value, (bool, int, float)):
+            return value
+        item = getattr(value, "item", None)  # numpy scalars
+        if callable(item) and getattr(value, "shape", None) == ():
+            return self._scrub(item(), None, changed, local)
+        tolist = getattr(value, "tolist", None)  # numpy arrays
+        if callable(tolist):
+            return self._scrub(tolist(), None, changed, local)
+        return self.scrub_text(str(value), local)  # paths and other objects: as their text
 
     def scrub(self, value: Any) -> Any:
         """A plain-JSON copy of ``value`` with credentials replaced (and, under any key named
@@ -156,7 +283,10 @@ class Redactor:
             out = {}
             for k, v in value.items():
                 if k in self.sensitive_fields and v is not None:
-                    out[k] = self.hash_value(v)
+                    try:
+                        out[k] = self.hash_value(v)
+                    except (TypeError, ValueError):  # not canonical JSON (NaN, an object)
+                        out[k] = REDACTED
                     if k not in hashed:
                         hashed.append(k)
                 else:
@@ -174,17 +304,21 @@ class Redactor:
         facts = snap.get("facts")
         hashed: list[str] = []
         changed: list[bool] = []
+        local: dict[str, str] = {}  # this record's sensitive values, hashed where they recur
         if isinstance(facts, Mapping) and self.sensitive_fields:
             facts = dict(facts)
             for name in sorted(self.sensitive_fields & set(facts)):
-                if facts[name] is not None:
-                    value = self.hash_value(facts[name])
-                    if value != facts[name]:
+                original = facts[name]
+                if original is not None:
+                    value = self.hash_value(original)
+                    if value != original:
                         changed.append(True)
+                        if type(original) is str or type(original) is int:
+                            local[str(original)] = value
                     facts[name] = value
                     hashed.append(name)
             snap["facts"] = facts
-        out["input_snapshot"] = self._scrub(snap, None, changed)
+        out["input_snapshot"] = self._scrub(snap, None, changed, local)
         if changed or not out.get("snapshot_hash"):
             # the hash of the original input would let a holder of the record test guesses
             # of what was removed; store the hash of what is stored instead
@@ -193,7 +327,7 @@ class Redactor:
         if self.sensitive_fields:
             # a rule's diagnosis may echo a fact value (e.g. the risk guard's "action")
             detail = self._hash_named(detail, hashed)
-        detail = self._scrub(detail)
+        detail = self._scrub(detail, None, None, local)
         if hashed:
             detail["hashed_facts"] = hashed
         out["detail"] = detail

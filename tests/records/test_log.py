@@ -292,3 +292,31 @@ def test_redacting_a_decision_directly_equals_redacting_its_dict():
     r = Redactor(["email"], salt="s")
     assert r.apply_decision(d) == r.apply(d.to_dict())
     assert list(r.apply_decision(d)) == list(d.to_dict())
+
+
+def test_redaction_rules_order_counts_urls_and_values_in_text(monkeypatch):
+    """Key shapes go before environment values; counts stay; URL passwords and a sensitive
+    value quoted in the ticket text are removed too (the record's own facts)."""
+    from hybridroute.contracts import Decision
+
+    monkeypatch.setenv("OPENAI_API_KEY", "proj-C4N4RYsk1")  # a value that sits inside a key
+    red = Redactor(["email"], salt="s")  # a one-letter salt is not searched for in text
+    leaked = "sk-proj-C4N4RYsk1abcdefghijklmnop"
+    assert red.scrub_text(f"key {leaked} here") == f"key {REDACTED} here"
+    assert red.scrub_text("seven sisters") == "seven sisters"
+    assert red.scrub_text("postgresql://app:hunter2pw@db/x") == f"postgresql://app:{REDACTED}@db/x"
+    decision = Decision(
+        router="r",
+        router_version="1",
+        stage="fallback",
+        input_snapshot={"facts": {"email": "ana@example.com"}, "text": "I am ana@example.com"},
+        allowed_destinations=("human_review",),
+        selected_destination="human_review",
+        reason_code="provider_error",
+        detail={"usage": {"prompt_tokens": 12, "completion_tokens": 3}, "token": "abc"},
+    )
+    rec = red.apply_decision(decision)
+    assert "ana@example.com" not in json.dumps(rec)
+    assert rec["input_snapshot"]["text"] == "I am " + rec["input_snapshot"]["facts"]["email"]
+    assert rec["detail"]["usage"] == {"prompt_tokens": 12, "completion_tokens": 3}
+    assert rec["detail"]["token"] == REDACTED

@@ -1,8 +1,12 @@
-"""``hybridroute evaluate``: score a classifier or a router on a labelled set."""
+"""``hybridroute evaluate``: score a classifier or a router on a labelled set.
+
+The report, the MLflow run and what is printed all go through one
+:class:`~hybridroute._scrub.Scrubber`: credentials never reach them, and the facts named
+with ``--sensitive`` are written as salted hashes wherever their values appear.
+"""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -48,11 +52,18 @@ def evaluate(
         "hybridroute-evaluate", "--experiment", help="MLflow experiment name."
     ),
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Directory of public sets."),
+    sensitive: list[str] = typer.Option(
+        [],
+        "--sensitive",
+        help="A fact whose values are written as salted hashes wherever they appear "
+        "(salt: HYBRIDROUTE_LOG_SALT); repeatable.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the headline metrics as JSON."),
 ) -> None:
     """Evaluate a classifier (--model, optionally with --policy) or a router (--router)."""
     import warnings
 
+    from .._scrub import Scrubber
     from ..datasets import load_dataset
     from ..evaluation import evaluate_classifier, evaluate_router, write_report
 
@@ -62,6 +73,7 @@ def evaluate(
         )
     if oos not in ("label", "drop"):
         raise typer.BadParameter("must be 'label' or 'drop'", param_hint="--oos")
+    scrub = Scrubber(sensitive)  # before any work: a missing salt is refused up front
     options: dict[str, Any] = {}
     if data_dir is not None:
         options["data_dir"] = data_dir
@@ -73,6 +85,7 @@ def evaluate(
             f"{ds.name} has no split {split!r} (splits: {', '.join(ds.splits) or 'none'})"
         )
     part = ds.split(split)
+    scrub.learn(part.iter_facts())
     policy_obj = None
     params: dict[str, Any] = {"dataset": dataset, "split": split, "seed": seed, "n_boot": n_boot}
     tags: dict[str, Any] = {
@@ -115,18 +128,23 @@ def evaluate(
         result["label_mix"] = mix.to_dict() if hasattr(mix, "to_dict") else dict(vars(mix))
         if getattr(mix, "departs", False):
             warnings.warn(
-                f"the label mix of {ds.name}/{split} departs markedly from the policy's calibration data; "
-                "its certified threshold holds only for traffic like its calibration data",
+                scrub.text(
+                    f"the label mix of {ds.name}/{split} departs markedly from the policy's "
+                    "calibration data; its certified threshold holds only for traffic like its "
+                    "calibration data"
+                ),
                 RuntimeWarning,
                 stacklevel=1,
             )
-    files = write_report(result, report, title=title) if report is not None else None
+    files = (
+        write_report(result, report, title=title, scrubber=scrub) if report is not None else None
+    )
     run_id = None
     tracker = None
     if track:
         from ..tracking import Tracker, log_evaluation
 
-        tracker = Tracker(tracking_uri, experiment=experiment)
+        tracker = Tracker(tracking_uri, experiment=experiment, scrubber=scrub)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracker's own one-time warning is echoed below
             run_id = log_evaluation(
@@ -139,7 +157,7 @@ def evaluate(
                 policy_path=policy if model is not None else None,
             )
         if tracker.warning:
-            typer.echo(f"warning: {tracker.warning}", err=True)
+            typer.echo(f"warning: {scrub.text(tracker.warning)}", err=True)
     keys = (
         "n",
         "accuracy",
@@ -167,9 +185,10 @@ def evaluate(
     out["report"] = {k: str(v) for k, v in files.items()} if files else None
     out["mlflow_run_id"] = run_id
     if as_json:
-        typer.echo(json.dumps(out, indent=2, ensure_ascii=False, default=str))
+        typer.echo(scrub.json(out, indent=2))
         return
-    typer.echo(title)
+    out = scrub.value(out)
+    typer.echo(scrub.text(title))
     for k in (
         "n",
         "accuracy",
@@ -188,9 +207,9 @@ def evaluate(
     if out.get("decisions_by_stage"):
         typer.echo(f"  {'decisions by stage':<24} {out['decisions_by_stage']}")
     if files:
-        typer.echo(f"  report: {files['html']}")
+        typer.echo(f"  report: {scrub.text(str(files['html']))}")
     if run_id and tracker is not None:
-        typer.echo(f"  mlflow: {tracker.run_url(run_id)}")
+        typer.echo(f"  mlflow: {scrub.text(tracker.run_url(run_id) or '')}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,8 +1,11 @@
-"""``hybridroute experiment run SPEC``: run an experiment spec into MLflow and print its table."""
+"""``hybridroute experiment run SPEC``: run an experiment spec into MLflow and print its table.
+
+The table, its JSON and every line printed come from the result's
+:class:`~hybridroute._scrub.Scrubber`, the same one its MLflow runs were logged through.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -54,25 +57,31 @@ def run_cmd(
             progress=progress,
             out_dir=out,
         )
+    scrub = result.scrubber
     if result.tracking_warning:
-        typer.echo(f"warning: {result.tracking_warning}", err=True)
+        typer.echo(f"warning: {scrub.text(result.tracking_warning)}", err=True)
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        typer.echo(scrub.json(result.to_dict(), indent=2))
         return
     out_console = Console()
     # piped to a file, the table is wide enough for every column; a terminal keeps its width
     console = out_console if out_console.is_terminal else Console(width=200)
     console.print(result.table())
     if result.files:
-        console.print(f"table: {result.files['json']}  {result.files['csv']}")
+        console.print(
+            scrub.text(f"table: {result.files['json']}  {result.files['csv']}"), markup=False
+        )
     if result.parent_run_id:
         from ..tracking import Tracker
 
-        where = Tracker(result.tracking_uri, experiment=result.mlflow_experiment or "").run_url(
-            result.parent_run_id
-        )
+        where = Tracker(
+            result.tracking_uri, experiment=result.mlflow_experiment or "", scrubber=scrub
+        ).run_url(result.parent_run_id)
         console.print(
-            f"mlflow: parent run {result.parent_run_id} ({len(result.run_ids)} nested) — {where}"
+            scrub.text(
+                f"mlflow: parent run {result.parent_run_id} ({len(result.run_ids)} nested) — {where}"
+            ),
+            markup=False,
         )
 
 

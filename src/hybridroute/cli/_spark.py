@@ -6,7 +6,6 @@ master ``spark-submit`` gave it, or else in ``local[2]``.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -95,6 +94,9 @@ def evaluate_cmd(
         raise typer.BadParameter("give exactly one of --dataset or --input")
     if input_format not in ("json", "parquet"):
         raise typer.BadParameter("--format is json or parquet")
+    from .._scrub import Scrubber
+
+    scrub = Scrubber()
     spark, started = _session(master)
     try:
         sr = _spark_router(spark, router, model_uri, tracking_uri, env_manager)
@@ -111,16 +113,20 @@ def evaluate_cmd(
                 items = items.repartition(partitions)
         result = sr.evaluate(items)
         if output is not None:
-            result.scored.write.mode("errorifexists").parquet(output)
+            from ..spark._evaluate import scrubbed_rows
+
+            # the scored rows carry ticket texts, facts and decision records
+            scrubbed_rows(result.scored, scrub).write.mode("errorifexists").parquet(output)
         result.scored.unpersist()
     finally:
         if started:
             spark.stop()
     if as_json:
-        typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        typer.echo(scrub.json(result, indent=2))
         return
+    shown = scrub.value(dict(result))
     typer.echo(
-        f"{result['n']} items routed on Spark with {result['router']} {result['router_version']}"
+        f"{shown['n']} items routed on Spark with {shown['router']} {shown['router_version']}"
     )
     for key in (
         "accuracy",
@@ -130,8 +136,8 @@ def evaluate_cmd(
         "next_step_accuracy",
         "abstention_rate",
     ):
-        typer.echo(f"  {key}: {_fmt(result.get(key))}")
-    stages = ", ".join(f"{k} {v}" for k, v in result["decisions_by_stage"].items())
+        typer.echo(f"  {key}: {_fmt(shown.get(key))}")
+    stages = ", ".join(f"{k} {v}" for k, v in shown["decisions_by_stage"].items())
     typer.echo(f"  decisions by stage: {stages}")
 
 
@@ -154,6 +160,9 @@ def replay_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Re-route logged inputs on Spark (rescoring the text) and report what changes."""
+    from .._scrub import Scrubber
+
+    scrub = Scrubber()
     spark, started = _session(master)
     try:
         sr = _spark_router(spark, router, model_uri, tracking_uri, env_manager)
@@ -162,10 +171,10 @@ def replay_cmd(
         if started:
             spark.stop()
     if as_json:
-        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        typer.echo(scrub.json(report, indent=2))
     else:
         for line in report.summary_lines():
-            typer.echo(line)
+            typer.echo(scrub.text(line))
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,8 @@
 * :func:`compare` -- a paired comparison of two evaluations of the same set (McNemar's
   exact test and a paired bootstrap of the accuracy difference).
 * :func:`write_report` -- JSON, Markdown, a self-contained HTML page with plots, and an
-  errors file.
+  errors file, all rendered from one scrubbed copy of the evaluation (no credential, no
+  declared sensitive fact, no spreadsheet formula in the errors file).
 * :func:`evaluate_stream` -- the same metrics in constant memory over rows streamed from
   disk (:class:`LabelledStream` reads JSONL / CSV row by row); :class:`StreamEvaluation`.
 """

@@ -3,6 +3,11 @@
 The HTML page embeds its plots as PNG data URIs (no external files, no scripts): the
 confusion matrix, the reliability diagram, the risk–coverage curve and the confidence of
 hits vs misses. The same PNGs are written next to it for MLflow to log.
+
+Every file is rendered from one scrubbed copy of the evaluation
+(:class:`hybridroute._scrub.Scrubber`): credentials and declared sensitive facts never
+reach a report, a plot label or the errors file, whose text cells are also escaped
+against spreadsheet formulas.
 """
 
 from __future__ import annotations
@@ -10,12 +15,13 @@ from __future__ import annotations
 import base64
 import csv
 import html
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .._scrub import Scrubber
 
 __all__ = ["write_report"]
 
@@ -157,7 +163,7 @@ def _plots(ev: dict[str, Any], outdir: Path) -> dict[str, Path]:
     return paths
 
 
-def _errors(ev: dict[str, Any], path: Path) -> int:
+def _errors(ev: dict[str, Any], path: Path, scrub: Scrubber) -> int:
     cols = ["text", "gold", "predicted", "confidence", "reason_code"]
     extra = [
         c for c in ("gold_next_step", "destination", "stage") if ev["items"] and c in ev["items"][0]
@@ -170,7 +176,7 @@ def _errors(ev: dict[str, Any], path: Path) -> int:
             wrong = it.get("correct") is False or it.get("next_step_correct") is False
             if not wrong:
                 continue
-            w.writerow([it.get(c) if it.get(c) is not None else "" for c in cols + extra])
+            w.writerow([scrub.csv_cell(it.get(c)) for c in cols + extra])
             n += 1
     return n
 
@@ -258,9 +264,36 @@ def _html(ev: dict[str, Any], title: str, plots: dict[str, Path]) -> str:
 
 
 def write_report(
-    evaluation: dict[str, Any], outdir: str | Path, *, title: str = "hybridroute evaluation"
+    evaluation: dict[str, Any],
+    outdir: str | Path,
+    *,
+    title: str = "hybridroute evaluation",
+    scrubber: Scrubber | None = None,
 ) -> dict[str, Path]:
-    """Write ``evaluation.json``, ``report.md``, ``report.html``, ``errors.csv`` and the plots."""
+    """Write ``evaluation.json``, ``report.md``, ``report.html``, ``errors.csv`` and the plots.
+
+    Parameters
+    ----------
+    evaluation : dict
+        An :class:`~hybridroute.evaluation.Evaluation`.
+    outdir : path
+        The report directory (created if needed).
+    title : str
+        The report's title.
+    scrubber : Scrubber, optional
+        What removes credentials (and hashes declared sensitive facts) from everything
+        written; default: a fresh one (credentials only).
+
+    Returns
+    -------
+    dict of str to Path
+        The files written, by kind (``json``, ``markdown``, ``html``, ``errors``,
+        ``plot_<name>``).
+    """
+    scrub = scrubber if scrubber is not None else Scrubber()
+    # one scrubbed copy: every file below (plot labels included) is rendered from it
+    evaluation = scrub.value(evaluation)
+    title = scrub.text(title)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     plots = _plots(evaluation, out / "plots")
@@ -271,11 +304,9 @@ def write_report(
         "errors": out / "errors.csv",
     }
     summary = {k: v for k, v in evaluation.items() if k != "items"}
-    files["json"].write_text(
-        json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
-    )
+    files["json"].write_text(scrub.json(summary, indent=2) + "\n", encoding="utf-8")
     files["markdown"].write_text(_markdown(evaluation, title), encoding="utf-8")
     files["html"].write_text(_html(evaluation, title, plots), encoding="utf-8")
-    _errors(evaluation, files["errors"])
+    _errors(evaluation, files["errors"], scrub)
     files.update({f"plot_{k}": v for k, v in plots.items()})
     return files

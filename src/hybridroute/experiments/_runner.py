@@ -4,6 +4,11 @@ The computation never touches MLflow, so the table is the same whether tracking 
 off or unreachable (the tracker then warns once and the results stay local). The table
 that is printed, the JSON / CSV artifacts of the parent run and the metrics of the
 nested runs all come from the same rounded rows.
+
+Everything written -- the printed table, ``table.json`` / ``table.csv``, the parent run's
+spec, parameters, tags and table artifacts, the nested runs' parameters, metrics and
+detail -- goes through the result's :class:`~hybridroute._scrub.Scrubber` (the renderers of
+:mod:`._table`, and the tracker, which holds the same scrubber).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._scrub import Scrubber
 from .._version import __version__
 from ._spec import ExperimentSpec, load_spec
 from ._table import render_table, table_csv, table_document
@@ -57,6 +63,8 @@ class ExperimentResult:
         Why tracking was turned off, when it was.
     files : dict of str to Path
         Local copies written with ``out_dir``.
+    scrubber : Scrubber
+        What every rendering and everything logged passes through.
     """
 
     spec: ExperimentSpec
@@ -74,6 +82,7 @@ class ExperimentResult:
     mlflow_experiment: str | None = None
     tracking_warning: str | None = None
     files: dict[str, Path] = field(default_factory=dict)
+    scrubber: Scrubber = field(default_factory=Scrubber, repr=False)
 
     @property
     def title(self) -> str:
@@ -102,13 +111,14 @@ class ExperimentResult:
 
     def table(self) -> Any:
         """The comparison table as a :class:`rich.table.Table`."""
-        return render_table(self.title, self.columns, self.rows, self.notes)
+        return render_table(self.title, self.columns, self.rows, self.notes, scrubber=self.scrubber)
 
     def to_dict(self) -> dict[str, Any]:
         """Table, notes, summary and run ids as plain JSON values."""
         return table_document(
             self.columns,
             self.rows,
+            scrubber=self.scrubber,
             name=self.spec.name,
             kind=self.spec.kind,
             seed=self.spec.seed,
@@ -135,7 +145,7 @@ class ExperimentResult:
 
     def to_csv(self) -> str:
         """The rows as CSV."""
-        return table_csv(self.columns, self.rows)
+        return table_csv(self.columns, self.rows, scrubber=self.scrubber)
 
 
 def run_experiment(
@@ -146,6 +156,7 @@ def run_experiment(
     resplits: int | None = None,
     progress: Progress | None = None,
     out_dir: str | os.PathLike[str] | None = None,
+    scrubber: Scrubber | None = None,
 ) -> ExperimentResult:
     """Run an experiment spec and log it to MLflow.
 
@@ -164,6 +175,9 @@ def run_experiment(
         ``progress(description, done, total)`` as long steps advance.
     out_dir : path, optional
         Also write ``table.json`` and ``table.csv`` here.
+    scrubber : Scrubber, optional
+        What everything written and logged passes through; default: a fresh one
+        (credentials only).
 
     Returns
     -------
@@ -213,6 +227,7 @@ def run_experiment(
         info=output.info,
         details=output.details,
         row_artifacts=output.row_artifacts,
+        scrubber=scrubber if scrubber is not None else Scrubber(),
     )
     if out_dir is not None:
         out = Path(out_dir)
@@ -220,11 +235,13 @@ def run_experiment(
         result.files["json"] = out / "table.json"
         result.files["csv"] = out / "table.csv"
         result.files["json"].write_text(
-            json.dumps(result.table_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+            result.scrubber.json(result.table_json(), indent=2) + "\n", encoding="utf-8"
         )
         result.files["csv"].write_text(result.to_csv(), encoding="utf-8")
 
-    tracker = Tracker(tracking_uri, experiment=spec.mlflow_experiment, enabled=track)
+    tracker = Tracker(
+        tracking_uri, experiment=spec.mlflow_experiment, enabled=track, scrubber=result.scrubber
+    )
     result.tracking_uri = tracker.tracking_uri if track else None
     result.mlflow_experiment = spec.mlflow_experiment if track else None
     if track:

@@ -1,4 +1,10 @@
-"""The comparison table: printed with rich, written as JSON and CSV, all from the same rows."""
+"""The comparison table: printed with rich, written as JSON and CSV, all from the same rows.
+
+Each of the three renderings passes the rows through a
+:class:`~hybridroute._scrub.Scrubber` (credentials removed; in the CSV, text cells also
+escaped against spreadsheet formulas), so the printed table, the JSON and the CSV agree
+and none of them carries a credential that reached a row, a note or a label.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._scrub import Scrubber
 from .kinds import Column
 
 __all__ = ["format_cell", "render_table", "table_csv", "table_document"]
@@ -49,44 +56,65 @@ def render_table(
     columns: Sequence[Column],
     rows: Sequence[Mapping[str, Any]],
     notes: Sequence[str] = (),
+    *,
+    scrubber: Scrubber | None = None,
 ) -> Any:
-    """A :class:`rich.table.Table` of the rows (notes as its caption)."""
+    """A :class:`rich.table.Table` of the rows (notes as its caption), scrubbed."""
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=title, caption="\n".join(notes) if notes else None, caption_justify="left")
+    scrub = scrubber if scrubber is not None else Scrubber()
+    rows = scrub.value(list(rows))
+    notes = [escape(n) for n in scrub.value(list(notes))]
+    table = Table(
+        title=escape(scrub.text(title)),
+        caption="\n".join(notes) if notes else None,
+        caption_justify="left",
+    )
     shown = [c for c in columns if c.show]
     for c in shown:
         table.add_column(
             c.header, justify="left" if c.fmt in ("str", "parts") else "right", overflow="fold"
         )
     for row in rows:
-        table.add_row(*(format_cell(c, row) for c in shown))
+        # a cell is text, not rich markup ("[REDACTED]" would otherwise vanish as a tag)
+        table.add_row(*(escape(format_cell(c, row)) for c in shown))
     return table
 
 
 def table_document(
-    columns: Sequence[Column], rows: Sequence[Mapping[str, Any]], **extra: Any
+    columns: Sequence[Column],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    scrubber: Scrubber | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """The table as one JSON object: column definitions, rows (plain values), and ``extra``."""
+    """The table as one JSON object: column definitions, rows (plain values), and ``extra``,
+    scrubbed."""
+    scrub = scrubber if scrubber is not None else Scrubber()
     cols = [
         {"key": c.key, "header": c.header, "role": c.role, "format": c.fmt, "help": c.help}
         for c in columns
         if c.in_rows
     ]
-    return {**extra, "columns": cols, "rows": [dict(r) for r in rows]}
+    return scrub.value({**extra, "columns": cols, "rows": [dict(r) for r in rows]})
 
 
-def table_csv(columns: Sequence[Column], rows: Sequence[Mapping[str, Any]]) -> str:
-    """The rows as CSV (one column per row key, empty cells for missing values)."""
+def table_csv(
+    columns: Sequence[Column],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    scrubber: Scrubber | None = None,
+) -> str:
+    """The rows as CSV (one column per row key, empty cells for missing values; text cells
+    scrubbed and escaped against spreadsheet formulas; floats written exactly)."""
+    scrub = scrubber if scrubber is not None else Scrubber()
     keys = [c.key for c in columns if c.in_rows]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(keys)
+    writer.writerow([scrub.csv_cell(k) for k in keys])
     for row in rows:
         writer.writerow(
-            [
-                "" if row.get(k) is None else repr(row[k]) if isinstance(row[k], float) else row[k]
-                for k in keys
-            ]
+            [repr(v) if isinstance(v := row.get(k), float) else scrub.csv_cell(v) for k in keys]
         )
     return buf.getvalue()

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..exceptions import UserInputError
 
-__all__ = ["SparkEvaluation", "evaluate_scored", "with_outcomes"]
+__all__ = ["SparkEvaluation", "evaluate_scored", "scrubbed_rows", "with_outcomes"]
 
 _DEFAULT_EXIT = "(default exit)"
 
@@ -73,6 +73,69 @@ def with_outcomes(scored: Any) -> Any:
     else:
         out = out.withColumn("next_step_correct", F.lit(None).cast("boolean"))
     return out
+
+
+def scrubbed_rows(scored: Any, scrubber: Any) -> Any:
+    """The scored rows as they may be written out (``spark evaluate --output``).
+
+    Each text column is scrubbed (:meth:`hybridroute._scrub.Scrubber.text`), ``facts`` is
+    scrubbed as a document, and ``decision`` is the record as the decision log would store
+    it (:meth:`~hybridroute._scrub.Scrubber.record`), with ``snapshot_hash`` the hash of
+    that stored snapshot. Same schema, same rows; done on the executors, which receive the
+    scrubber (and so the driver's credential-like environment values it looks for).
+    """
+    import json
+
+    from pyspark.sql.types import StringType
+
+    schema = scored.schema
+    texts = [f.name for f in schema.fields if isinstance(f.dataType, StringType)]
+    scrub = scrubber
+
+    def doc(s: Any, fn: Any) -> Any:
+        if not isinstance(s, str):
+            return s  # null (None, or NaN in a pandas batch)
+        try:
+            value = json.loads(s)
+        except ValueError:
+            return scrub.text(s)
+        return json.dumps(fn(value), ensure_ascii=False)
+
+    def put(pdf: Any, col: str, values: list[Any]) -> None:
+        import pandas as pd
+
+        # object dtype: PySpark's Arrow conversion refuses pandas' own string arrays here
+        pdf[col] = pd.Series(values, index=pdf.index, dtype=object)
+
+    def batches(frames: Any) -> Any:
+        for pdf in frames:
+            for col in texts:
+                if col == "decision":
+                    records = [
+                        scrub.record(json.loads(s)) if isinstance(s, str) else None
+                        for s in pdf[col]
+                    ]
+                    if "snapshot_hash" in pdf:
+                        put(
+                            pdf,
+                            "snapshot_hash",
+                            [
+                                h if r is None else r["snapshot_hash"]
+                                for h, r in zip(pdf["snapshot_hash"], records, strict=True)
+                            ],
+                        )
+                    put(
+                        pdf,
+                        col,
+                        [None if r is None else json.dumps(r, ensure_ascii=False) for r in records],
+                    )
+                elif col == "facts":
+                    put(pdf, col, [doc(s, scrub.value) for s in pdf[col]])
+                elif col != "snapshot_hash":
+                    put(pdf, col, [scrub.text(s) if isinstance(s, str) else s for s in pdf[col]])
+            yield pdf
+
+    return scored.mapInPandas(batches, schema=schema)
 
 
 def _count_if(cond: Any) -> Any:

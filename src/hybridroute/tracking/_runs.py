@@ -27,7 +27,9 @@ def log_evaluation(
 
     Tags always include the code revision; pass the dataset fingerprint and router
     version in ``tags``. With ``router_bundle`` the router is also logged as a pyfunc model.
-    Returns the run id, or ``None`` when tracking is off or unreachable.
+    Returns the run id, or ``None`` when tracking is off or unreachable. Everything logged
+    goes through the tracker's scrubber (see :class:`Tracker`); the router bundle is logged
+    as it is, since its checksummed files are what the model loads.
     """
     all_tags = {
         "hybridroute.code_revision": code_revision(),
