@@ -528,3 +528,20 @@ def test_csv_of_an_experiment_table_is_escaped_and_scrubbed(canary_env):
     assert all(r[0][:1] not in TRIGGERS for r in parsed[1:])
     assert [r[1] for r in parsed[1:]] == ["-0.5"] * len(FORMULAS) + ["1.0"]  # numbers stay
     assert NEEDLE not in text.lower().encode()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["datasets", "validate", "missing-{key}.csv"],
+        ["route", "--rules", str(EXAMPLE), "--facts", '{{"action": "{key}"}}'],
+        ["datasets", "show", "jsonl:{key}.jsonl"],
+    ],
+)
+def test_a_command_line_error_quoting_a_key_prints_it_scrubbed(canary_env, capsys, argv):
+    key = "sk-proj-" + "Z1" * 14
+    rc = main([a.format(key=key) for a in argv])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert key not in err and "[REDACTED]" in err

@@ -67,9 +67,16 @@ for _name in _COMMAND_MODULES:
     importlib.import_module(f"{__package__}.{_name}").register(app)
 
 
+def _error_line(message: object) -> str:
+    """One scrubbed line: an error may quote the value it refuses, which may be a key."""
+    from .._redact import scrub_text
+
+    return "error: " + scrub_text(" ".join(str(message).split()))
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``message`` as one line on stderr and return the Exit to raise."""
-    typer.echo(f"error: {' '.join(str(message).split())}", err=True)
+    typer.echo(_error_line(message), err=True)
     return typer.Exit(code)
 
 
@@ -83,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             standalone_mode=False,
         )
     except UserInputError as exc:
-        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+        typer.echo(_error_line(exc), err=True)
         return 2
     except (click.exceptions.Exit, typer.Exit) as exc:
         return int(getattr(exc, "exit_code", 0) or 0)

@@ -6,7 +6,6 @@ command functions.
 
 from __future__ import annotations
 
-import json
 import statistics
 import textwrap
 from enum import StrEnum
@@ -210,7 +209,9 @@ def list_command(
             }
         )
     if as_json:
-        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        from .._scrub import Scrubber
+
+        typer.echo(Scrubber().json(rows, indent=2))
         return
     width = max(len(r["name"]) for r in rows) + 2
     for r in rows:
@@ -277,7 +278,9 @@ def show_command(
     )
     info = _summary(_load(ref, options))
     if as_json:
-        typer.echo(json.dumps(info, indent=2, ensure_ascii=False))
+        from .._scrub import Scrubber
+
+        typer.echo(Scrubber().json(info, indent=2))
     else:
         _print_summary(info)
 
@@ -308,9 +311,12 @@ def validate_command(
     )
     ds = _load(f"{kind}:{file}", options)
     if ds.skipped:
+        from .._scrub import Scrubber
+
+        scrub = Scrubber()  # a bad cell quoted in a reason may be a pasted key
         for s in ds.skipped:
             col = f", column {s.column!r}" if s.column else ""
-            typer.echo(f"{file}, row {s.row}{col}: {s.reason}", err=True)
+            typer.echo(scrub.text(f"{file}, row {s.row}{col}: {s.reason}"), err=True)
         first = ds.skipped[0]
         raise DatasetError(
             f"{len(ds.skipped)} bad row(s); the first: {first.reason}",
