@@ -25,7 +25,7 @@ from hybridroute.contracts import (
     parse_csv_cell,
     snapshot_hash,
 )
-from hybridroute.exceptions import FactsError, UndeclaredValueError
+from hybridroute.exceptions import FactsError, InputError, UndeclaredValueError
 
 
 def make(**kw):
@@ -527,3 +527,25 @@ def test_declarations_round_trip_and_old_schemas_are_unchanged():
 def test_constrained_facts_hash_as_before(facts):
     valid = CONSTRAINED.validate(facts)
     assert CONSTRAINED.canonical_json(valid) == canonical_json(valid)
+
+
+@pytest.mark.parametrize(
+    ("cell", "match"),
+    [
+        ("9" * 65, "integer with 65 digits"),
+        ("-" + "1" * 100, "integer with 100 digits"),
+        ("1e400", "too large for a float"),
+        ("-2.5E999", "too large for a float"),
+        ('{"a": 1, "a": 2}', "duplicate key 'a'"),
+        ("[" * 100 + "]" * 100, "nested too deeply"),
+        ('{"x": NaN}', "NaN"),
+    ],
+)
+def test_parse_csv_cell_refuses_cells_it_would_read_unsafely(cell, match):
+    with pytest.raises(InputError, match=match):
+        parse_csv_cell(cell)
+
+
+@pytest.mark.parametrize("cell", ["[not json", "{also: not json}", "[1, 2"])
+def test_parse_csv_cell_keeps_text_that_is_not_json(cell):
+    assert parse_csv_cell(cell) == ("str", cell)

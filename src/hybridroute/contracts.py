@@ -1,7 +1,8 @@
 """The decision contract: destinations, reason codes, stages, the facts schema, ``Decision``.
 
 Everything that crosses a layer boundary is defined here, and this module imports
-nothing else from hybridroute except :mod:`hybridroute.exceptions`.
+nothing else from hybridroute except :mod:`hybridroute.exceptions` and the leaf reader
+:mod:`hybridroute._safeio`.
 
 * **Destinations** form a finite declared set: the six generic next steps
   (:data:`GENERIC_DESTINATIONS`) plus the intent destinations a user declares in a
@@ -28,7 +29,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from .exceptions import FactsError, UndeclaredValueError
+from ._safeio import MAX_INT_DIGITS, parse_json
+from .exceptions import FactsError, InputError, UndeclaredValueError
 
 __all__ = [
     "GENERIC_DESTINATIONS",
@@ -340,6 +342,14 @@ def parse_csv_cell(cell: str) -> tuple[str, Any]:
     starting with ``[`` or ``{`` that parses as JSON is that list or object. Anything
     else is the cell's text, unchanged. The dataset loaders and the streamed evaluation
     both read fact columns this way.
+
+    Raises
+    ------
+    InputError
+        For a cell that would be read unsafely: JSON with duplicate keys, nesting too deep,
+        ``NaN`` or a lone surrogate (:func:`hybridroute._safeio.parse_json`), an integer of
+        more than :data:`~hybridroute._safeio.MAX_INT_DIGITS` digits, or a number too large
+        for a float (``1e400``). ``reason`` says which, for the caller to name row and column.
     """
     s = cell.strip()
     if not s:
@@ -352,15 +362,25 @@ def parse_csv_cell(cell: str) -> tuple[str, Any]:
     if _LEADING_ZERO_RE.match(s):
         return "str", cell  # 02134 is a code (zip, account), not a number
     if _INT_RE.match(s):
+        digits = len(s.lstrip("+-"))
+        if digits > MAX_INT_DIGITS:
+            raise InputError(
+                f"the cell holds an integer with {digits:,} digits (the limit is {MAX_INT_DIGITS})"
+            )
         return "int", int(s)
     if _FLOAT_RE.match(s):
-        return "number", float(s)
+        value = float(s)
+        if not math.isfinite(value):
+            raise InputError(f"the cell holds a number too large for a float ({s[:40]})")
+        return "number", value
     if s[0] in "[{":
         try:
-            value = json.loads(s)
-        except json.JSONDecodeError:
-            return "str", cell
-        return json_kind(value), value
+            parsed = parse_json(s, what="JSON value")
+        except InputError as exc:
+            if exc.reason.startswith("not valid "):
+                return "str", cell  # not JSON at all: the cell's text, as always
+            raise InputError(f"the cell {exc.reason}") from None
+        return json_kind(parsed), parsed
     return "str", cell
 
 

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._csv import unescape_formula
-from .._safeio import MAX_INT_DIGITS, _open_regular, parse_json
+from .._safeio import _open_regular, parse_json
 from ..contracts import FactSpec, json_kind, parse_csv_cell
 from ..exceptions import DatasetError, FactsError, InputError
 from ._evaluate import Evaluation
@@ -469,7 +469,6 @@ _SPLIT_ALIASES = {
 }
 _SPLITS_HINT = f"the known splits are {', '.join(_SPLITS)} (or {', '.join(_SPLIT_ALIASES)})"
 _BAD_CHAR_RE = re.compile("[\x00\ud800-\udfff]")
-_BIG_INT_RE = re.compile(r"^[+-]?[1-9][0-9]*$")
 
 
 def _normalise_split(name: str) -> str:
@@ -501,26 +500,11 @@ def _check_deep(column: str | None, what: str, value: Any) -> None:
 
 def _csv_value(column: str, cell: str) -> Any:
     """A CSV fact cell's value (:func:`~hybridroute.contracts.parse_csv_cell`), refusing the
-    cells it reads unsafely: JSON with duplicate keys, deep nesting or NaN, an integer of
-    more than 64 digits, a number too large for a float (as the dataset loaders do)."""
-    s = cell.strip()
-    if s[:1] in ("[", "{"):
-        try:
-            return parse_json(s, what="JSON value")
-        except InputError as exc:
-            if exc.reason.startswith("not valid "):
-                return cell  # not JSON at all: text, as parse_csv_cell reads it
-            raise _Bad(column, f"the cell {exc.reason}") from None
-    if _BIG_INT_RE.match(s) and len(s.lstrip("+-")) > MAX_INT_DIGITS:
-        raise _Bad(
-            column,
-            f"the cell holds an integer with {len(s.lstrip('+-')):,} digits "
-            f"(the limit is {MAX_INT_DIGITS})",
-        )
-    kind, value = parse_csv_cell(cell)
-    if kind == "number" and not math.isfinite(value):
-        raise _Bad(column, f"the cell holds a number too large for a float ({s[:40]})")
-    return value
+    cells it reads unsafely, as the dataset loaders do."""
+    try:
+        return parse_csv_cell(cell)[1]
+    except InputError as exc:
+        raise _Bad(column, exc.reason) from None
 
 
 def stream_byte_limit() -> int:
