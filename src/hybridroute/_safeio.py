@@ -42,6 +42,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "check_text",
     "iter_lines",
+    "open_regular",
     "parse_json",
     "parse_yaml",
     "read_bytes",
@@ -79,8 +80,13 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def _open_regular(path: str | os.PathLike[str], what: str) -> tuple[int, os.stat_result]:
-    """Open ``path`` for reading without blocking and check that it is a regular file."""
+def open_regular(path: str | os.PathLike[str], what: str) -> tuple[int, os.stat_result]:
+    """Open ``path`` for reading without blocking and check that it is a regular file.
+
+    Returns the file descriptor (the caller closes it, e.g. through ``os.fdopen``) and its
+    ``fstat``. For readers that need the descriptor itself (a gzip stream); the caller
+    then enforces its own byte limit.
+    """
     where = os.fspath(path)
     try:
         fd = os.open(where, _OPEN_FLAGS)
@@ -127,7 +133,7 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int, what: str = "file") 
         The file is missing, unreadable, not a regular file, or too large.
     """
     where = os.fspath(path)
-    fd, info = _open_regular(path, what)
+    fd, info = open_regular(path, what)
     try:
         if info.st_size > limit:
             raise _too_large(what, limit, where)
@@ -196,7 +202,7 @@ def iter_lines(
         is not UTF-8 (naming the line).
     """
     where = os.fspath(path)
-    fd, info = _open_regular(path, what)
+    fd, info = open_regular(path, what)
     if info.st_size > limit:
         os.close(fd)
         raise _too_large(what, limit, where)

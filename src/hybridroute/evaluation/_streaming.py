@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._csv import unescape_formula
-from .._safeio import _open_regular, parse_json
+from .._safeio import open_regular, parse_json
 from ..contracts import FactSpec, json_kind, parse_csv_cell
 from ..exceptions import DatasetError, FactsError, InputError
 from ._evaluate import Evaluation
@@ -232,7 +232,7 @@ class LabelledStream:
         total read is checked against :attr:`max_bytes` as it grows.
         """
         try:
-            fd, _ = _open_regular(self.path, "labelled file")
+            fd, _ = open_regular(self.path, "labelled file")
         except InputError as exc:
             raise self._fail(exc.reason) from None
         limit = self.max_bytes
