@@ -19,6 +19,8 @@ message.
     │   │   └── DatasetUnavailableError  a public set is neither cached nor reachable
     │   ├── ArtifactError              a saved model / policy / bundle is tampered,
     │   │                              incompatible or incomplete (.path)
+    │   ├── DuplicateDecisionError     a decision log already holds a request id for that
+    │   │                              router version (.path, .item_ids)
     │   ├── InputError                 a file or text is unsafe to read: not a regular file,
     │   │                              over its byte limit, not UTF-8, duplicate keys, too
     │   │                              deep (.path, .line)
@@ -44,6 +46,7 @@ __all__ = [
     "ClassifierError",
     "DatasetError",
     "DatasetUnavailableError",
+    "DuplicateDecisionError",
     "FactsError",
     "HybridRouteError",
     "InputError",
@@ -252,3 +255,16 @@ class LLMLabelError(LLMError):
 
 class TrackingError(HybridRouteError):
     """MLflow tracking failed; the results it was given are kept locally."""
+
+
+class DuplicateDecisionError(UserInputError, ValueError):
+    """A decision log refused decisions whose request id it already holds for the same
+    router and router version (``on_duplicate="error"``); ``item_ids`` lists them."""
+
+    def __init__(
+        self, message: str, *, path: str | None = None, item_ids: tuple[str, ...] = ()
+    ) -> None:
+        self.path = path
+        self.item_ids = tuple(item_ids)
+        prefix = f"{path}: " if path is not None else ""
+        super().__init__(prefix + message)

@@ -155,3 +155,115 @@ def test_snapshot_hash_equals_the_hash_of_the_recorded_snapshot(router, text):
     ):
         d = router.route(facts, text)
         assert d.snapshot_hash == snapshot_hash(d.input_snapshot)
+
+
+# ---------------------------------------------------------------- text where it enters
+
+BAD_TEXTS = [
+    pytest.param("a\x00b", "NUL character", id="nul-inside"),
+    pytest.param("\x00", "NUL character", id="nul-only"),
+    pytest.param("caf\udce9", "lone surrogate", id="surrogate-escape-from-argv"),
+    pytest.param("\ud800 high", "lone surrogate", id="high-surrogate"),
+    pytest.param("low \udfff", "lone surrogate", id="low-surrogate"),
+    pytest.param(123, "must be a string, got int", id="int"),
+    pytest.param(b"bytes", "must be a string, got bytes", id="bytes"),
+    pytest.param(["a"], "must be a string, got list", id="list"),
+    pytest.param({"t": 1}, "must be a string, got dict", id="dict"),
+]
+
+
+def _entry_points(router, facts, text):
+    record = {
+        "input_snapshot": {"facts": facts, "text": text},
+        "detail": {"classifier": {"labels": list(router.classes), "scores": [0.0] * 11}},
+    }
+    return {
+        "route": lambda: router.route(facts, text),
+        "route_many": lambda: router.route_many([{"facts": facts, "text": text}]),
+        "route_many_later_item": lambda: router.route_many(
+            [{"facts": facts, "text": "fine"}, {"facts": facts, "text": text}]
+        ),
+        "aroute": lambda: asyncio.run(router.aroute(facts, text)),
+        "aroute_many": lambda: asyncio.run(router.aroute_many([{"facts": facts, "text": text}])),
+        "replay": lambda: router.replay(record),
+        "replay_rescore": lambda: router.replay(record, rescore=True),
+    }
+
+
+ENTRY_POINTS = [
+    "route",
+    "route_many",
+    "route_many_later_item",
+    "aroute",
+    "aroute_many",
+    "replay",
+    "replay_rescore",
+]
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+@pytest.mark.parametrize(("text", "match"), BAD_TEXTS)
+def test_bad_text_is_refused_at_every_entry_point(router, entry, text, match):
+    from hybridroute.exceptions import InputError, UserInputError
+
+    with pytest.raises(InputError, match=match) as info:
+        _entry_points(router, {}, text)[entry]()
+    assert isinstance(info.value, UserInputError)
+    assert str(info.value).startswith("text ")  # names the field
+
+
+@pytest.mark.parametrize("facts", [{"has_permission": False}, {"amount": 5000}])
+@pytest.mark.parametrize(("text", "match"), BAD_TEXTS[:4])
+def test_bad_text_is_refused_even_when_a_rule_would_decide(router, facts, text, match):
+    from hybridroute.exceptions import InputError
+
+    with pytest.raises(InputError, match=match):
+        router.route(facts, text)
+
+
+def test_text_length_limit(rules, empirical_policy_factory):
+    from hybridroute.exceptions import InputError
+    from hybridroute.router._router import MAX_TEXT_CHARS
+
+    clf = FixedClassifier(INTENTS)
+    r = fixed_router(rules, empirical_policy_factory, clf)
+    assert r.max_text_chars == MAX_TEXT_CHARS
+    r.route({}, "x" * MAX_TEXT_CHARS)  # at the limit: fine
+    for n in (MAX_TEXT_CHARS + 1, 10 * MAX_TEXT_CHARS):
+        calls = clf.calls
+        with pytest.raises(InputError, match=r"text is [\d,]+ characters long \(the limit"):
+            r.route({}, "x" * n)
+        with pytest.raises(InputError, match="the limit"):
+            r.route_many([{"facts": {}, "text": "ok"}, {"facts": {}, "text": "é" * n}])
+        assert clf.calls == calls  # refused before the classifier saw anything
+    r.max_text_chars = 10
+    with pytest.raises(InputError, match="the limit is 10"):
+        r.route({}, "x" * 11)
+    assert HybridRouter.max_text_chars == MAX_TEXT_CHARS
+
+
+@pytest.mark.parametrize("text", [None, "", "   ", "ünïcødé ✓ 😀", "line\nbreak\ttab"])
+def test_good_texts_still_route(router, text):
+    d = router.route({}, text)
+    assert d.selected_destination
+
+
+@pytest.mark.parametrize(
+    ("evidence", "match"),
+    [
+        ({"required_points": 5}, "list of strings"),
+        ({"required_points": "refund_window"}, "list of strings"),
+        ({"required_points": [1, 2]}, "list of strings"),
+        ({"items": 5}, "'items' must be a list"),
+        ({"items": "abc"}, "'items' must be a list"),
+        ({"items": [{"id": "a", "point": "p", "source": "s", "score": "NaN"}]}, "non-finite"),
+        ({"items": [{"id": "a\x00", "point": "p", "source": "s", "score": 1}]}, "NUL"),
+        ({"required_points": ["p\ud800"]}, "lone surrogate"),
+        (7, "must be a mapping"),
+    ],
+)
+def test_malformed_evidence_is_the_callers_error(router, evidence, match):
+    from hybridroute.exceptions import UserInputError
+
+    with pytest.raises(UserInputError, match=match):
+        router.route({}, "what is the refund window?", evidence=evidence)

@@ -1,43 +1,95 @@
-"""``hybridroute route``: route one ticket (facts + text) and print the decision."""
+"""``hybridroute route``: route one ticket (facts + text), or a JSONL batch, and print it.
+
+Input is read as untrusted (see :mod:`hybridroute._safeio`): ``--facts @PATH`` and
+``--input`` must be regular files within their byte limits (a FIFO or ``/dev/zero`` is
+refused before a byte is read), JSON may not repeat a key, nest deeper than 64 levels or
+hold huge integers or NaN, and text must be valid Unicode without NUL. Every refusal is
+exit code 2 with a line naming the option, file, line or field.
+
+A batch (``--input``) is all or nothing: every line is validated first (JSON, keys, id,
+text, facts against the router's schema, ids repeated within the file) and, if any line is
+bad, each bad line is reported (up to :data:`MAX_REPORTED_ERRORS`), nothing is routed,
+logged or printed, and the exit code is 2. With ``--rejects FILE`` the valid lines are
+routed and the bad ones are written to FILE instead. The decisions of a batch are written
+to the log in one transaction, after routing and before anything is printed.
+
+An ``id`` in a batch line is the item's request id: the log keeps one decision per id for
+a router version, so rerunning a batch logs only what is not logged yet. A line without
+an ``id`` has no request id (its line number is not one: two files would share it) and is
+logged every time it is routed.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from ..exceptions import FactsError, UserInputError
+from .._safeio import check_text, parse_json, read_bytes, read_text
+from ..exceptions import FactsError, InputError, UserInputError
+
+#: Most bytes of ``--facts`` (inline or ``@PATH``).
+MAX_FACTS_BYTES = 1 << 20
+#: Most bytes of an ``--input`` batch file.
+MAX_BATCH_BYTES = 64 << 20
+#: Most bytes of one ``--input`` line.
+MAX_LINE_BYTES = 1 << 20
+#: Most items (non-blank lines) in one ``--input`` batch. The batch is held in memory
+#: until it is logged in one transaction (a few KB a decision), so this bounds memory
+#: however short the lines are; split larger batches (or use ``hybridroute spark``).
+MAX_BATCH_ITEMS = 100_000
+#: Longest request id (``id`` of a batch line, ``--id``), in characters.
+MAX_ID_CHARS = 256
+#: Bad batch lines listed on stderr before "... and N more".
+MAX_REPORTED_ERRORS = 20
+
+_ITEM_KEYS = frozenset({"id", "text", "facts", "evidence"})
+_MASKED = "not a valid value (not shown: a --sensitive fact)"
 
 
 def read_facts(value: str) -> dict[str, Any]:
-    """Parse ``--facts``: inline JSON, or ``@PATH`` to a JSON file."""
-    source = "--facts"
-    text = value
+    """Parse ``--facts``: inline JSON, or ``@PATH`` to a JSON file (a regular file)."""
     if value.startswith("@"):
-        path = Path(value[1:])
-        source = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise FactsError(f"cannot read facts file {path}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise FactsError(f"facts file {path} is not UTF-8 text") from None
-    try:
-        facts = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FactsError(
-            f"{source} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
+        source = value[1:]
+        text = read_text(source, limit=MAX_FACTS_BYTES, what="facts file")
+    else:
+        source = "--facts"
+        if len(value) > MAX_FACTS_BYTES:
+            raise InputError(
+                f"longer than the limit of {MAX_FACTS_BYTES:,} characters", path=source
+            )
+        # undecodable bytes of a command-line argument arrive as lone surrogates
+        text = check_text(value, what="the value", path=source)
+    facts = parse_json(text, source=source, what="facts JSON")
     if not isinstance(facts, dict):
         raise FactsError(f"{source} must be a JSON object, got {type(facts).__name__}")
     return facts
 
 
+def check_id(value: Any, *, what: str = "id") -> str:
+    """A request id: a non-empty string (or an integer) of valid text, at most
+    :data:`MAX_ID_CHARS` characters. Returned as the string the log stores."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"{what} must be a string or an integer, got {type(value).__name__}")
+    text = str(value)
+    if not text.strip():
+        raise InputError(f"{what} is empty")
+    if len(text) > MAX_ID_CHARS:
+        raise InputError(f"{what} is longer than {MAX_ID_CHARS} characters")
+    check_text(text, what=what)
+    return text
+
+
 def print_decision(decision: Any) -> None:
-    """Human-readable summary of one decision."""
-    d = decision.to_dict()
+    """Human-readable summary of one decision (a Decision or a redacted record)."""
+    d = decision if isinstance(decision, Mapping) else decision.to_dict()
     typer.echo(f"destination : {d['selected_destination']}")
     typer.echo(f"reason      : {d['reason_code']}")
     typer.echo(f"stage       : {d['stage']}" + (f" (rule {d['rule_id']})" if d["rule_id"] else ""))
@@ -64,36 +116,203 @@ def print_decision(decision: Any) -> None:
     typer.echo(f"snapshot    : {d['snapshot_hash'][:16]}")
 
 
-def _read_batch(path: Path):
-    """Yield (line number, item) from a JSONL batch file, with clear errors."""
-    try:
-        fh = open(path, encoding="utf-8")
-    except OSError as exc:
-        raise UserInputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    with fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserInputError(f"{path}, line {lineno}: not valid JSON ({exc.msg})") from None
-            except UnicodeDecodeError:
-                raise UserInputError(f"{path}, line {lineno}: not UTF-8 text") from None
+# --------------------------------------------------------------------------- batches
+
+
+@dataclass
+class _Batch:
+    """A validated batch: the good items and the bad lines (with their reasons)."""
+
+    path: str
+    lines: int = 0
+    good: list[tuple[int, str | None, dict[str, Any]]] = field(default_factory=list)
+    bad: list[tuple[int, str, str]] = field(default_factory=list)  # line, reason, raw text
+
+
+def _read_batch(path: Path) -> bytes:
+    """The bytes of a batch file: a regular file, :data:`MAX_BATCH_BYTES` enforced while
+    reading (a FIFO or a device is refused before a byte is read)."""
+    return read_bytes(path, limit=MAX_BATCH_BYTES, what="batch file")
+
+
+def _lines(data: bytes, where: str) -> Any:
+    """``(line number, text or InputError, raw text)`` for each line of a batch file.
+
+    A line that is too long or not UTF-8 is reported as that line's error and the scan
+    goes on, so every bad line is found in one pass.
+    """
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        raw = raw.removesuffix(b"\r")
+        if len(raw) > MAX_LINE_BYTES:
+            yield (
+                lineno,
+                InputError(
+                    f"the line is longer than the limit of {MAX_LINE_BYTES:,} bytes",
+                    path=where,
+                    line=lineno,
+                ),
+                raw.decode("utf-8", "replace"),
+            )
+            continue
+        try:
+            yield lineno, raw.decode("utf-8"), None
+        except UnicodeDecodeError as exc:
+            yield (
+                lineno,
+                InputError(
+                    f"not UTF-8 text (byte {exc.start} of the line)", path=where, line=lineno
+                ),
+                raw.decode("utf-8", "replace"),
+            )
+
+
+def _reason(exc: UserInputError) -> str:
+    """The message of ``exc`` without the file / line prefix the caller adds itself."""
+    if isinstance(exc, InputError):
+        return exc.reason
+    return str(exc)
+
+
+def _validate_batch(
+    router: Any, path: Path, data: bytes, sensitive: frozenset[str] = frozenset()
+) -> _Batch:
+    """Read and check every line of ``path`` against ``router`` (nothing is routed).
+
+    A reason never shows the value of a ``--sensitive`` fact (it goes to stderr and the
+    rejects file, where the log would have hashed it).
+    """
+    from .._redact import scrub_text
+
+    batch = _Batch(str(path))
+    seen: dict[str, int] = {}
+    for lineno, text, raw in _lines(data, str(path)):
+        if isinstance(text, InputError) or text.strip():
+            batch.lines += 1
+        if batch.lines > MAX_BATCH_ITEMS:
+            raise InputError(
+                f"more than {MAX_BATCH_ITEMS:,} items (non-blank lines) in one batch; split "
+                "the file",
+                path=str(path),
+            )
+        if isinstance(text, InputError):
+            batch.bad.append((lineno, scrub_text(text.reason), raw or ""))
+            continue
+        if not text.strip():
+            continue
+        try:
+            item = parse_json(text, source=str(path), line=lineno, what="JSON")
             if not isinstance(item, dict):
-                raise UserInputError(f"{path}, line {lineno}: each line must be a JSON object")
-            unknown = set(item) - {"id", "text", "facts", "evidence"}
+                raise InputError(f"each line must be a JSON object, got {type(item).__name__}")
+            unknown = set(item) - _ITEM_KEYS
             if unknown:
-                raise UserInputError(f"{path}, line {lineno}: unknown key(s) {sorted(unknown)}")
-            if "text" in item and not isinstance(item["text"], str):
-                raise UserInputError(f"{path}, line {lineno}: 'text' must be a string")
-            yield lineno, item
+                raise InputError(
+                    f"unknown key(s) {sorted(unknown)}; a line holds {sorted(_ITEM_KEYS)}"
+                )
+            item_id = None
+            if "id" in item:
+                item_id = check_id(item["id"])
+                first = seen.setdefault(item_id, lineno)
+                if first != lineno:
+                    raise InputError(f"duplicate id {item_id!r} (first on line {first})")
+            # exactly what routing will check: facts against the router's schema, rules
+            # that cannot be evaluated on them, the text, the evidence
+            router._prepare(item)
+        except UserInputError as exc:
+            reason = _reason(exc)
+            if isinstance(exc, FactsError) and exc.field in sensitive:
+                reason = f"fact {exc.field!r}: {_MASKED}"
+            batch.bad.append((lineno, scrub_text(reason), text))
+            continue
+        batch.good.append((lineno, item_id, item))
+    return batch
+
+
+def _report_bad_lines(batch: _Batch, *, prefix: str = "error") -> None:
+    for lineno, reason, _ in batch.bad[:MAX_REPORTED_ERRORS]:
+        typer.echo(f"{prefix}: {batch.path}, line {lineno}: {' '.join(reason.split())}", err=True)
+    if len(batch.bad) > MAX_REPORTED_ERRORS:
+        typer.echo(
+            f"{prefix}: {batch.path}: ... and {len(batch.bad) - MAX_REPORTED_ERRORS} more "
+            "bad line(s)",
+            err=True,
+        )
+
+
+def _check_output_path(path: Path, option: str, *others: Path | None) -> None:
+    """An output file must be a regular file (or not exist) and not one of the inputs."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"cannot use this path ({exc.strerror or exc})", path=option) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path} is not a regular file", path=option)
+    for other in others:
+        if other is not None and os.path.exists(other) and os.path.samefile(path, other):
+            raise InputError(f"{path} is also an input or the log; give another file", path=option)
+
+
+def _write_rejects(path: Path, batch: _Batch, sensitive: list[str]) -> None:
+    """Write the bad lines as JSONL, atomically (a temporary file, then a rename).
+
+    Each line: ``{"file", "line", "error", "input"}`` -- ``input`` is the original line
+    with credentials scrubbed and ``--sensitive`` facts hashed, as the log stores them
+    (``"redacted": true`` when that changed it).
+    """
+    from .._redact import Redactor
+
+    redactor = Redactor(sensitive)
+    out = []
+    for lineno, reason, raw in batch.bad:
+        shown = raw
+        try:
+            parsed = parse_json(raw, what="JSON") if raw.strip() else None
+        except InputError:
+            parsed = None
+        if isinstance(parsed, dict):
+            clean = redactor.scrub(parsed)
+            if clean != parsed:
+                shown = json.dumps(clean, ensure_ascii=False)
+        else:
+            shown = redactor.scrub_text(raw)
+        row: dict[str, Any] = {"file": batch.path, "line": lineno, "error": reason, "input": shown}
+        if shown != raw:
+            row["redacted"] = True
+        out.append(json.dumps(row, ensure_ascii=False) + "\n")
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.writelines(out)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise InputError(f"cannot write {path} ({exc.strerror or exc})", path="--rejects") from None
 
 
 def _route_batch(
-    router_dir: Path, input_path: Path, log_path: Path | None, as_json: bool, sensitive: list[str]
+    router_dir: Path,
+    input_path: Path,
+    log_path: Path | None,
+    as_json: bool,
+    sensitive: list[str],
+    rejects_path: Path | None,
 ) -> None:
     from collections import Counter
+
+    from .._redact import Redactor
+
+    if rejects_path is not None:
+        _check_output_path(rejects_path, "--rejects", input_path, log_path)
+    redactor = Redactor(sensitive)  # fails early when --sensitive has no salt
+    data = _read_batch(input_path)  # before the router loads: a bad file fails at once
 
     from rich.progress import Progress
 
@@ -101,44 +320,104 @@ def _route_batch(
     from ..router import load_router
 
     router = load_router(router_dir)
-    items = list(_read_batch(input_path))
-    log = DecisionLog(log_path, sensitive_fields=sensitive) if log_path is not None else None
+    batch = _validate_batch(router, input_path, data, frozenset(sensitive))
+    del data
+    if batch.bad and rejects_path is None:
+        _report_bad_lines(batch)
+        raise InputError(
+            f"{len(batch.bad)} of {batch.lines} line(s) are invalid (listed above); nothing "
+            "was routed or logged (fix them, or pass --rejects FILE to route the valid lines)",
+            path=str(input_path),
+        )
+
+    items = batch.good
+    n_items = len(items)
+    ids = [item_id for _, item_id, _ in items]
+    lines = [lineno for lineno, _, _ in items]
     counts: Counter[str] = Counter()
-    chunk = 256
+    printed: list[str] = []  # --json lines, printed once the batch is logged
+    skipped: list[str] = []
+    conflicts: list[str] = []
+    written = 0
+    # The whole batch is buffered and written in one transaction after routing (all or
+    # nothing); only the stored form (redacted JSON) is kept, not the decisions.
+    log = (
+        DecisionLog(log_path, sensitive_fields=sensitive, batch_size=n_items + 1)
+        if log_path is not None
+        else None
+    )
     try:
+        if rejects_path is not None:
+            _write_rejects(rejects_path, batch, sensitive)
+        chunk = 256
         with Progress(transient=True, disable=as_json) as progress:
-            task = progress.add_task(f"routing {input_path.name}", total=len(items))
-            for start in range(0, len(items), chunk):
+            task = progress.add_task(f"routing {input_path.name}", total=n_items)
+            for start in range(0, n_items, chunk):
                 part = items[start : start + chunk]
-                try:
-                    decisions = router.route_many([it for _, it in part])
-                except FactsError:
-                    # find the offending line for the message
-                    for lineno, it in part:
-                        try:
-                            router.rules.validate_facts(it.get("facts"))
-                        except FactsError as exc:
-                            raise FactsError(f"{input_path}, line {lineno}: {exc}") from None
-                    raise
-                for (lineno, it), d in zip(part, decisions, strict=True):
+                decisions = router.route_many([it for _, _, it in part])
+                for pos, d in enumerate(decisions, start=start):
                     counts[d.selected_destination] += 1
                     if log is not None:
-                        log.append(d, item_id=str(it.get("id", lineno)))
+                        rec = log.append(d, item_id=ids[pos])
+                    elif as_json:
+                        rec = redactor.apply_decision(d)
                     if as_json:
-                        typer.echo(
+                        printed.append(
                             json.dumps(
-                                {"id": it.get("id", lineno), **d.to_dict()}, ensure_ascii=False
+                                {"id": ids[pos], "line": lines[pos], **rec}, ensure_ascii=False
                             )
                         )
+                items[start : start + chunk] = [(0, None, {})] * len(part)  # free the inputs
                 progress.advance(task, len(part))
+        if log is not None:
+            written = log.flush()
+            skipped = list(log.last_skipped)
+            conflicts = list(log.last_conflicts)
+    except BaseException:
+        if log is not None:
+            log.discard()  # a batch that failed half-way leaves nothing in the log
+        raise
     finally:
         if log is not None:
             log.close()
-    if not as_json:
-        typer.echo(
-            f"routed {len(items)} items with {router.name} {router.version}"
-            + (f"; logged to {log_path}" if log_path else "")
+
+    # answer only after the batch is durable
+    if as_json:
+        already = set(skipped)
+        for pos, text in enumerate(printed):
+            if ids[pos] is not None and ids[pos] in already:
+                text = text[:-1] + ', "already_logged": true}'
+            typer.echo(text)
+
+    def say(message: str) -> None:
+        typer.echo(message, err=as_json)
+
+    logged = ""
+    if log_path is not None:
+        logged = f"; logged {written} to {log_path}"
+        if skipped:
+            logged += f" ({len(skipped)} already logged, skipped)"
+    say(f"routed {n_items} items with {router.name} {router.version}{logged}")
+    if conflicts:
+        shown = ", ".join(repr(c) for c in conflicts[:5])
+        more = f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
+        say(
+            f"warning: {len(conflicts)} already-logged id(s) came with another input this time "
+            f"({shown}{more}); the log keeps the first decision"
         )
+    no_id = ids.count(None)
+    if log_path is not None and no_id:
+        say(
+            f"note: {no_id} item(s) have no 'id', so they carry no request id; routing this "
+            "file again logs them again"
+        )
+    if rejects_path is not None:
+        say(
+            f"rejected {len(batch.bad)} of {batch.lines} line(s); written to {rejects_path} "
+            "with their errors"
+        )
+        _report_bad_lines(batch, prefix="rejected")
+    if not as_json:
         for dest, n in counts.most_common():
             typer.echo(f"  {dest:<22} {n}")
 
@@ -148,20 +427,43 @@ def route(
         None, "--rules", help="Rules file (YAML): route on facts alone."
     ),
     router: Path | None = typer.Option(None, "--router", help="Router bundle directory."),
-    facts: str = typer.Option("{}", "--facts", help="Facts as JSON, or @PATH to a JSON file."),
+    facts: str = typer.Option(
+        "{}",
+        "--facts",
+        help=f"Facts as JSON, or @PATH to a JSON file (at most {MAX_FACTS_BYTES:,} bytes).",
+    ),
     text: str | None = typer.Option(None, "--text", help="Ticket text (with --router)."),
+    item_id: str | None = typer.Option(
+        None,
+        "--id",
+        help="Request id of this ticket: with --log, a second decision for it (same router "
+        "version) is skipped.",
+    ),
     input_path: Path | None = typer.Option(
         None,
         "--input",
-        help='JSONL batch (with --router): {"text": ..., "facts": {...}, "id"?: ...} per line.',
+        help='JSONL batch (with --router): {"text": ..., "facts": {...}, "id"?: ...} per line '
+        f"(at most {MAX_BATCH_BYTES >> 20} MiB, {MAX_LINE_BYTES >> 20} MiB a line, "
+        f"{MAX_BATCH_ITEMS:,} lines). All lines "
+        "are checked before any is routed; 'id' is the request id (no id: none).",
+    ),
+    rejects: Path | None = typer.Option(
+        None,
+        "--rejects",
+        help="With --input: route the valid lines and write the invalid ones (JSONL: file, "
+        "line, error, input) to this file, instead of refusing the whole batch.",
     ),
     log: Path | None = typer.Option(
-        None, "--log", help="Append the decisions to this decision log (SQLite)."
+        None,
+        "--log",
+        help="Append the decisions to this decision log (SQLite); ids already logged for "
+        "this router version are skipped.",
     ),
     sensitive: list[str] = typer.Option(
         [],
         "--sensitive",
-        help="A fact stored in the log as a salted hash (salt: HYBRIDROUTE_LOG_SALT); repeatable.",
+        help="A fact stored in the log and printed as a salted hash (salt: "
+        "HYBRIDROUTE_LOG_SALT); repeatable.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print full decision records as JSON."),
 ) -> None:
@@ -170,32 +472,67 @@ def route(
         raise typer.BadParameter(
             "give exactly one of --rules FILE or --router DIR", param_hint="--rules/--router"
         )
+    if rejects is not None and input_path is None:
+        raise typer.BadParameter("--rejects needs --input", param_hint="--rejects")
     if input_path is not None:
         if router is None:
             raise typer.BadParameter("--input needs --router", param_hint="--input")
-        _route_batch(router, input_path, log, as_json, sensitive)
-        return
-    if rules is not None:
-        from ..rules import load_rules
-
-        if text is not None:
+        if text is not None or item_id is not None:
             raise typer.BadParameter(
-                "rules read facts, never text; use --router to classify text", param_hint="--text"
+                "--text and --id are for one ticket; a batch line holds its own",
+                param_hint="--input",
             )
-        decision = load_rules(rules).decide(read_facts(facts))
-    else:
-        from ..router import load_router
+        _route_batch(router, input_path, log, as_json, sensitive, rejects)
+        return
+    from .._redact import Redactor
 
-        decision = load_router(router).route(read_facts(facts), text)  # type: ignore[arg-type]
+    request_id = None if item_id is None else check_id(item_id, what="--id")
+    if text is not None:
+        check_text(text, what="--text")
+    parsed = read_facts(facts)
+    redactor = Redactor(sensitive)  # fails early when --sensitive has no salt
+    try:
+        if rules is not None:
+            from ..rules import load_rules
+
+            if text is not None:
+                raise typer.BadParameter(
+                    "rules read facts, never text; use --router to classify text",
+                    param_hint="--text",
+                )
+            decision = load_rules(rules).decide(parsed)
+        else:
+            from ..router import load_router
+
+            hr = load_router(router)  # type: ignore[arg-type]
+            if text is not None and len(text) > hr.max_text_chars:
+                raise InputError(
+                    f"--text is {len(text):,} characters long (the limit is {hr.max_text_chars:,})"
+                )
+            decision = hr.route(parsed, text)
+    except FactsError as exc:
+        if exc.field in sensitive:  # stderr must not show what the log would hash
+            raise FactsError(_MASKED, field=exc.field) from None
+        raise
     if log is not None:
         from ..records import DecisionLog
 
         with DecisionLog(log, sensitive_fields=sensitive) as dl:
-            dl.append(decision)
-    if as_json:
-        typer.echo(json.dumps(decision.to_dict(), ensure_ascii=False, indent=2))
+            record = dl.append(decision, item_id=request_id)
+            dl.flush()
+            if dl.last_skipped:
+                typer.echo(
+                    f"note: request id {request_id!r} is already logged for "
+                    f"{decision.router} {decision.router_version}; this decision was not "
+                    "logged again",
+                    err=True,
+                )
     else:
-        print_decision(decision)
+        record = redactor.apply_decision(decision)
+    if as_json:
+        typer.echo(json.dumps(record, ensure_ascii=False, indent=2))
+    else:
+        print_decision(record)
 
 
 def register(app: typer.Typer) -> None:

@@ -22,38 +22,81 @@ _POLICY_HELP = (
 )
 
 
-def _load_map(path: Path) -> dict[str, str]:
-    from ..exceptions import DatasetError
+#: Most bytes of a ``map:FILE`` label map.
+MAX_MAP_BYTES = 64 << 20
+#: Most bytes of one line of a ``.jsonl`` label map.
+MAX_MAP_LINE_BYTES = 1 << 20
 
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DatasetError(f"cannot read label map: {exc.strerror}", path=str(path)) from None
+
+def _load_map(path: Path) -> dict[str, str]:
+    """Read a text -> label map (``.json`` object, or ``.jsonl`` lines with text and label).
+
+    Read as untrusted input: a regular file within :data:`MAX_MAP_BYTES` (lines within
+    :data:`MAX_MAP_LINE_BYTES`), strict JSON (no duplicate keys, deep nesting, huge
+    numbers), text and labels valid Unicode without NUL; one text may not map to two
+    labels. Every refusal is a :class:`~hybridroute.exceptions.DatasetError` naming the
+    file and row.
+    """
+    from .._safeio import check_text, iter_lines, parse_json, read_text
+    from ..exceptions import DatasetError, InputError
+
+    where = str(path)
+
+    def fail(exc: InputError, row: int | None = None, column: str | None = None) -> DatasetError:
+        return DatasetError(exc.reason, path=where, row=row or exc.line, column=column)
+
+    mapping: dict[str, str] = {}
     if path.suffix.lower() != ".jsonl":
         try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"not JSON: {exc.msg}", path=str(path)) from None
+            data = parse_json(
+                read_text(path, limit=MAX_MAP_BYTES, what="label map"),
+                source=where,
+                what="label map",
+            )
+        except InputError as exc:
+            raise fail(exc) from None
         if not isinstance(data, dict):
-            raise DatasetError("must be a JSON object of text -> label", path=str(path))
+            raise DatasetError("must be a JSON object of text -> label", path=where)
         for key, value in data.items():
             if not isinstance(value, str):
-                raise DatasetError("label must be a string", path=str(path), column=key)
-        return dict(data)
-    mapping: dict[str, str] = {}
-    for row, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"not JSON: {exc.msg}", path=str(path), row=row) from None
-        for column in ("text", "label"):
-            if not isinstance(item, dict) or not isinstance(item.get(column), str):
+                raise DatasetError("label must be a string", path=where, column=key[:80])
+            try:
+                check_text(key, what="text")
+                check_text(value, what="label")
+            except InputError as exc:
+                raise fail(exc, column=key[:80]) from None
+            mapping[key] = value
+        return mapping
+    first: dict[str, int] = {}
+    try:
+        for row, line in iter_lines(
+            path, limit=MAX_MAP_BYTES, line_limit=MAX_MAP_LINE_BYTES, what="label map"
+        ):
+            if not line.strip():
+                continue
+            item = parse_json(line, source=where, line=row, what="JSON")
+            for column in ("text", "label"):
+                if not isinstance(item, dict) or not isinstance(item.get(column), str):
+                    raise DatasetError(
+                        "missing or not a string", path=where, row=row, column=column
+                    )
+                try:
+                    check_text(item[column], what=column)
+                except InputError as exc:
+                    raise fail(exc, row=row, column=column) from None
+            text, label = item["text"], item["label"]
+            if text in mapping and mapping[text] != label:
                 raise DatasetError(
-                    "missing or not a string", path=str(path), row=row, column=column
+                    f"the text of row {first[text]} again, with another label "
+                    f"({mapping[text]!r} there, {label!r} here)",
+                    path=where,
+                    row=row,
+                    column="label",
                 )
-        mapping[item["text"]] = item["label"]
+            first.setdefault(text, row)
+            mapping[text] = label
+    except InputError as exc:
+        raise fail(exc) from None
     return mapping
 
 
@@ -120,6 +163,10 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise UserInputError(f"--fault-rate: {exc}") from None
         label_set = [x.strip() for item in labels for x in item.split(",") if x.strip()]
+        from .._safeio import check_text
+
+        for label in label_set:
+            check_text(label, what="a label", path="--labels")
         server = StandInLLM(
             _make_policy(policy, obey_injections, seed),
             labels=label_set or None,

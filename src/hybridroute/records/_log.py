@@ -8,6 +8,16 @@ routers logging at once lose nothing.
 
 Each row holds the full decision record (redacted, see :mod:`hybridroute._redact`) as JSON plus the
 columns that drift and replay filter on.
+
+**One decision per request id.** An ``item_id`` given to :meth:`DecisionLog.append` is the
+caller's request id: the log holds at most one decision per (router, router version,
+request id). A second one is skipped (the default; counted in :attr:`DecisionLog.skipped`)
+or refused with :class:`~hybridroute.exceptions.DuplicateDecisionError`
+(``on_duplicate="error"``). The check runs inside the write transaction (an indexed
+lookup of the batch's ids under SQLite's write lock, then the insert), so it holds across
+processes and for logs written before it existed; rerunning a batch with ids is
+idempotent. Decisions without an id are never deduplicated. Another router version (or router) may log the same id again:
+that is a new decision, not a duplicate.
 """
 
 from __future__ import annotations
@@ -24,9 +34,9 @@ from typing import Any
 from .._redact import Redactor
 from .._version import __version__
 from ..contracts import Decision
-from ..exceptions import ArtifactError
+from ..exceptions import ArtifactError, DuplicateDecisionError
 
-__all__ = ["SCHEMA_VERSION", "DecisionLog"]
+__all__ = ["ON_DUPLICATE", "SCHEMA_VERSION", "DecisionLog"]
 
 #: Version of the log's table layout; a log written by a newer layout is refused.
 SCHEMA_VERSION = 1
@@ -49,7 +59,20 @@ CREATE TABLE IF NOT EXISTS decisions (
 );
 CREATE INDEX IF NOT EXISTS decisions_hash ON decisions (snapshot_hash);
 CREATE INDEX IF NOT EXISTS decisions_version ON decisions (router_version, logged_at);
+CREATE INDEX IF NOT EXISTS decisions_request ON decisions (router, router_version, item_id)
+    WHERE item_id IS NOT NULL;
 """
+
+#: What :class:`DecisionLog` does with a second decision for a logged request id.
+ON_DUPLICATE = ("skip", "error")
+
+_INSERT = (
+    "INSERT INTO decisions (logged_at, item_id, router, router_version, stage, "
+    "selected_destination, reason_code, snapshot_hash, label, confidence, record) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# Request ids looked up per query (well under SQLite's smallest limit on parameters).
+_LOOKUP_CHUNK = 500
 
 _COLUMNS = (
     "seq",
@@ -88,6 +111,23 @@ class DecisionLog:
         The salt for those hashes (default: ``HYBRIDROUTE_LOG_SALT``); never stored.
     busy_timeout_s : float
         How long a writer waits for another process's write to finish.
+    on_duplicate : {"skip", "error"}
+        A decision whose ``item_id`` (request id) the log already holds for the same
+        router and router version: ``"skip"`` leaves it out and counts it
+        (:attr:`skipped`, :attr:`last_skipped`); ``"error"`` writes nothing of that
+        flush and raises :class:`~hybridroute.exceptions.DuplicateDecisionError` (the
+        refused decisions are dropped from the buffer, the others stay buffered for the
+        next :meth:`flush`).
+
+    Attributes
+    ----------
+    skipped : int
+        Decisions skipped as duplicates since the log was opened.
+    last_skipped : list of str
+        The request ids skipped by the latest flush.
+    last_conflicts : list of str
+        Those of :attr:`last_skipped` whose logged decision was made for another input
+        (another snapshot hash): the caller sent different input under a logged id.
 
     Use as a context manager, or call :meth:`close` (which flushes).
     """
@@ -100,9 +140,16 @@ class DecisionLog:
         sensitive_fields: Iterable[str] = (),
         salt: str | None = None,
         busy_timeout_s: float = 60.0,
+        on_duplicate: str = "skip",
     ) -> None:
         if int(batch_size) < 1:
             raise ValueError("batch_size must be at least 1")
+        if on_duplicate not in ON_DUPLICATE:
+            raise ValueError(f"on_duplicate must be one of {ON_DUPLICATE}, got {on_duplicate!r}")
+        self.on_duplicate = on_duplicate
+        self.skipped = 0
+        self.last_skipped: list[str] = []
+        self.last_conflicts: list[str] = []
         self.path = Path(path)
         self.batch_size = int(batch_size)
         self._redactor = Redactor(sensitive_fields, salt)
@@ -173,8 +220,12 @@ class DecisionLog:
     # ------------------------------------------------------------------ writing
     def append(
         self, decision: Decision, *, item_id: str | None = None, at: float | None = None
-    ) -> None:
-        """Buffer one decision; a full buffer is written in one transaction."""
+    ) -> dict[str, Any]:
+        """Buffer one decision; a full buffer is written in one transaction.
+
+        ``item_id`` is the caller's request id (see :class:`DecisionLog` for duplicates).
+        Returns the record as it will be stored (redacted), e.g. for printing.
+        """
         record = self._redactor.apply_decision(decision)
         self._buffer.append(
             (
@@ -193,6 +244,7 @@ class DecisionLog:
         )
         if len(self._buffer) >= self.batch_size:
             self.flush()
+        return record
 
     def extend(
         self, decisions: Iterable[Decision], *, item_ids: Iterable[str | None] | None = None
@@ -206,26 +258,101 @@ class DecisionLog:
                 self.append(d, item_id=i)
 
     def flush(self) -> int:
-        """Write the buffered decisions in one transaction; return how many were written."""
+        """Write the buffered decisions in one transaction; return how many were written.
+
+        Decisions skipped as duplicates are not counted (see :attr:`last_skipped`).
+        """
+        self.last_skipped = []
+        self.last_conflicts = []
         if not self._buffer:
             return 0
         rows, self._buffer = self._buffer, []
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(
-                "INSERT INTO decisions (logged_at, item_id, router, router_version, stage, "
-                "selected_destination, reason_code, snapshot_hash, label, confidence, record) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            # the lookup runs under the write lock: no other writer can log an id between
+            # the check and the insert, in this process or any other
+            refused, conflicts = self._already_logged(rows)
+            if refused and self.on_duplicate == "error":
+                conn.execute("ROLLBACK")
+                dropped = set(refused)
+                self._buffer = [r for i, r in enumerate(rows) if i not in dropped]
+                ids = tuple(str(rows[i][1]) for i in refused)
+                shown = ", ".join(repr(i) for i in ids[:10])
+                more = f" and {len(ids) - 10} more" if len(ids) > 10 else ""
+                raise DuplicateDecisionError(
+                    f"{len(ids)} decision(s) refused: request id(s) {shown}{more} already "
+                    "logged for this router version; nothing of this batch was written",
+                    path=str(self.path),
+                    item_ids=ids,
+                )
+            if refused:
+                dropped = set(refused)
+                conn.executemany(_INSERT, [r for i, r in enumerate(rows) if i not in dropped])
+            else:
+                conn.executemany(_INSERT, rows)
             conn.execute("COMMIT")
+        except DuplicateDecisionError:
+            raise
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             self._buffer = rows + self._buffer  # keep them for a retry; nothing is dropped
             raise
-        return len(rows)
+        self.skipped += len(refused)
+        self.last_skipped = [str(rows[i][1]) for i in refused]
+        self.last_conflicts = conflicts
+        return len(rows) - len(refused)
+
+    def _already_logged(self, rows: list[tuple[Any, ...]]) -> tuple[list[int], list[str]]:
+        """Positions in ``rows`` whose request id is logged (or earlier in ``rows``) for
+        the same router and version, and the ids among them that came with other input.
+
+        Rows without an id are never duplicates; of the rows sharing an id, the first is
+        kept unless the id was logged before.
+        """
+        wanted: dict[tuple[str, str], set[str]] = {}
+        for row in rows:
+            if row[1] is not None:
+                wanted.setdefault((row[2], row[3]), set()).add(row[1])
+        if not wanted:
+            return [], []
+        first_hash: dict[tuple[str, str, str], str] = {}
+        for (router, version), ids in wanted.items():
+            ordered = sorted(ids)
+            for start in range(0, len(ordered), _LOOKUP_CHUNK):
+                part = ordered[start : start + _LOOKUP_CHUNK]
+                sql = (
+                    "SELECT item_id, snapshot_hash FROM decisions WHERE router = ? AND "
+                    f"router_version = ? AND item_id IN ({', '.join('?' * len(part))}) "
+                    "ORDER BY seq"
+                )
+                for item_id, digest in self._conn.execute(sql, (router, version, *part)):
+                    first_hash.setdefault((router, version, item_id), digest)
+        refused: list[int] = []
+        conflicts: list[str] = []
+        for pos, row in enumerate(rows):
+            if row[1] is None:
+                continue
+            key = (row[2], row[3], row[1])
+            logged = first_hash.get(key)
+            if logged is None:
+                first_hash[key] = row[7]  # a later row with this id is a duplicate
+                continue
+            refused.append(pos)
+            if logged != row[7]:
+                conflicts.append(str(row[1]))
+        return refused, conflicts
+
+    def discard(self) -> int:
+        """Drop the buffered decisions without writing them; return how many there were.
+
+        For callers that write a batch all or nothing: buffer it whole (a ``batch_size``
+        above its length), then :meth:`flush` once, or :meth:`discard` on failure.
+        """
+        n = len(self._buffer)
+        self._buffer = []
+        return n
 
     def close(self) -> None:
         """Flush and close."""

@@ -14,6 +14,12 @@ One decision, step by step:
 5. an auto-routed item that came with evidence is answered only if the evidence is
    complete under the policy's per-source thresholds.
 
+The text is checked where it enters (:meth:`HybridRouter.route`, :meth:`~HybridRouter.route_many`,
+their async twins and :meth:`~HybridRouter.replay`): a string of at most
+:data:`MAX_TEXT_CHARS` characters, valid Unicode (no lone surrogates, which is what
+undecodable command-line bytes become) and without NUL characters. Anything else is the
+caller's mistake: :class:`~hybridroute.exceptions.InputError` naming the field ``text``.
+
 The model's answer can only ever select one of ``allowed_destinations``: the intent
 destinations the label map declares plus the policy's ask-user / human-review exits.
 Every decision records the classifier's full ranking (raw scores), so a logged decision
@@ -34,12 +40,24 @@ from typing import Any
 
 import numpy as np
 
+from .._safeio import check_text
 from ..classifiers._base import IntentClassifier, RankedLabels
 from ..contracts import Decision, ReasonCode, Stage, hash_canonical
-from ..exceptions import ClassifierError, FactsError, RuleSetError, UndeclaredValueError
+from ..exceptions import (
+    ClassifierError,
+    FactsError,
+    InputError,
+    RuleSetError,
+    UndeclaredValueError,
+)
 from ..rules import RuleSet
 
-__all__ = ["HybridRouter", "RouteItem"]
+__all__ = ["MAX_TEXT_CHARS", "HybridRouter", "RouteItem"]
+
+#: Longest text (in characters) the router accepts. Far beyond any ticket or agent turn
+#: (~25,000 tokens), short enough that no text can make one classifier call (an LLM
+#: prompt, a TF-IDF transform) unbounded. Override per router with ``max_text_chars``.
+MAX_TEXT_CHARS = 100_000
 
 
 @dataclass(slots=True)
@@ -89,7 +107,15 @@ class HybridRouter:
         Where classifier failures and abstentions go.
     strict : bool
         Raise classifier failures instead of returning fallback decisions.
+
+    Attributes
+    ----------
+    max_text_chars : int
+        Longest text accepted (default :data:`MAX_TEXT_CHARS`); a class attribute that an
+        instance may override.
     """
+
+    max_text_chars: int = MAX_TEXT_CHARS
 
     def __init__(
         self,
@@ -241,8 +267,8 @@ class HybridRouter:
             )
         valid = self.rules.validate_facts(item.get("facts"))
         text = item.get("text")
-        if text is not None and not isinstance(text, str):
-            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        if text is not None:
+            _check_text(text, self.max_text_chars)
         snapshot: dict[str, Any] = {"facts": valid}
         if text is not None:
             snapshot["text"] = text
@@ -484,6 +510,17 @@ class HybridRouter:
         return f"HybridRouter(name={self.name!r}, version={self.version!r}, labels={len(self.classes)})"
 
 
+def _check_text(text: Any, limit: int) -> None:
+    """Refuse a text that is not a string, too long, not valid Unicode, or holds NUL."""
+    if not isinstance(text, str):
+        raise InputError(f"text must be a string, got {type(text).__name__}")
+    if len(text) > limit:
+        raise InputError(f"text is {len(text):,} characters long (the limit is {limit:,})")
+    # ASCII text holds no surrogate (isascii is a flag lookup): only NUL is left to look for
+    if not text.isascii() or "\x00" in text:
+        check_text(text, what="text")
+
+
 def _threshold_value(thr: Any) -> float | None:
     # None / inf: the threshold lets nothing through (an uncertified policy).
     if isinstance(thr, (int, float)) and math.isfinite(thr):
@@ -511,15 +548,22 @@ def _plain_evidence(evidence: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(evidence, Mapping):
         raise FactsError("evidence must be a mapping with 'required_points' and 'items'")
     points = evidence.get("required_points", ())
-    if isinstance(points, str) or not all(isinstance(p, str) for p in points):
+    if not isinstance(points, (list, tuple)) or not all(isinstance(p, str) for p in points):
         raise FactsError("evidence 'required_points' must be a list of strings")
+    raw_items = evidence.get("items", ())
+    if not isinstance(raw_items, (list, tuple)):
+        raise FactsError("evidence 'items' must be a list of evidence items")
     items = []
-    for pos, it in enumerate(evidence.get("items", ())):
+    for pos, it in enumerate(raw_items):
         try:
             item = EvidenceItem.coerce(it)
         except (ValueError, TypeError) as exc:
             raise FactsError(f"evidence item #{pos + 1}: {exc}") from None
+        for value in (item.id, item.point, item.source):
+            check_text(value, what=f"evidence item #{pos + 1}")
         items.append(
             {"id": item.id, "point": item.point, "source": item.source, "score": item.score}
         )
+    for point in points:
+        check_text(point, what="evidence 'required_points'")
     return {"required_points": list(points), "items": items}
