@@ -324,3 +324,53 @@ def test_bad_evidence_records(data, records, match) -> None:
     proba, gold, classes = data
     with pytest.raises(DatasetError, match=match):
         fit_policy(proba, gold, classes, oos_label=OOS, evidence_records=records)
+
+
+# --------------------------------------------------------------------------- model binding
+
+
+def test_model_fingerprint_is_recorded_and_checked(data, tmp_path) -> None:
+    proba, gold, classes = data
+    fp = "0123456789abcdef" * 4
+    pol = fit_policy(proba, gold, classes, oos_label=OOS, model_fingerprint=fp)
+    assert pol.model_fingerprint == fp and pol.to_dict()["model_fingerprint"] == fp
+    pol.save(tmp_path / "p.json")
+    assert Policy.load(tmp_path / "p.json").model_fingerprint == fp
+    assert fit_policy(proba, gold, classes, oos_label=OOS).model_fingerprint is None
+    for bad in ("abc", fp.upper(), fp + "0", 12):
+        with pytest.raises(ValueError, match="model_fingerprint must be"):
+            fit_policy(proba, gold, classes, oos_label=OOS, model_fingerprint=bad)
+
+
+# Every policy fit_policy builds must load back: the consistency checks must never refuse
+# an honest fit (a false refusal would make a correct policy unusable).
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(
+    "objective,kwargs",
+    [
+        ("precision", {"target": 0.9}),
+        ("precision", {"target": 0.97, "margin": True, "per_class": True}),
+        ("empirical", {"target": 0.9, "per_class": True}),
+        ("coverage", {"target": 0.6, "margin": True}),
+        ("cost", {}),
+        ("cost", {"costs": {"ask_user": None}}),
+        ("three-way", {"target": 0.9, "ask_target": 0.7, "per_class": True}),
+        ("oos", {"target": 0.7, "precision_target": 0.8, "margin": True}),
+    ],
+)
+@pytest.mark.parametrize("calibrator", ["temperature", "isotonic", "none"])
+def test_no_honest_fit_is_refused_on_load(seed, objective, kwargs, calibrator) -> None:
+    proba, gold, classes = make_data(600 + 300 * seed, seed, oos_as_class=seed % 2 == 1)
+    delta = (0.01, 0.1, 0.3)[seed]
+    pol = fit_policy(
+        proba,
+        gold,
+        classes,
+        objective=objective,
+        calibrator=calibrator,
+        seed=seed,
+        delta=delta,
+        oos_label=OOS,
+        **kwargs,
+    )
+    assert Policy.from_dict(json.loads(pol.to_json())) == pol

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -9,6 +10,8 @@ import pytest
 from hybridroute.calibration import (
     CertifiedPrecisionThreshold,
     CostThreshold,
+    CoverageThreshold,
+    EmpiricalThreshold,
     EvidenceThresholds,
     IsotonicCalibration,
     MarginThreshold,
@@ -56,10 +59,12 @@ def build(fitted, **over) -> Policy:
         threshold=f,
         calibrator=fitted["ts"],
         calibration_labels=fitted["y"],
-        objective="precision",
         provenance={"dataset": "synthetic", "dataset_fingerprint": "abc123", "split_seed": 0},
     )
     kwargs.update(over)
+    # the objective's name must be the one its fit records (fit_policy's names)
+    names = {"certified_precision": "precision", "cost": "cost", "three_way": "three-way"}
+    kwargs.setdefault("objective", names.get(kwargs["threshold"].method))
     return Policy.build(**kwargs)
 
 
@@ -84,7 +89,7 @@ def test_round_trip_is_exact_and_byte_identical(fitted, tmp_path) -> None:
     loaded.save(b)
     assert a.read_bytes() == b.read_bytes()
     doc = json.loads(a.read_text())
-    assert doc["format"] == "hybridroute.policy" and doc["format_version"] == 1
+    assert doc["format"] == "hybridroute.policy" and doc["format_version"] == 2
     for key in ("dataset_fingerprint", "split_seed"):
         assert key in doc["provenance"]
     assert doc["calibration_data"]["size"] == 2000
@@ -264,3 +269,491 @@ def test_evidence_check_through_policy(fitted) -> None:
 def test_non_finite_values_cannot_enter(fitted) -> None:
     with pytest.raises(ValueError, match="non-finite"):
         build(fitted, provenance={"x": math.nan})
+
+
+# --------------------------------------------------------------------------- integrity
+
+SIGNING_KEY = "p" * 32
+FP_A, FP_B = "a" * 64, "b" * 64
+
+
+def _write(path, doc) -> None:
+    path.write_text(json.dumps(doc, indent=2))
+
+
+def _rehash(doc) -> dict:
+    """Recompute the plain content hash after an edit, as anyone can."""
+    from hybridroute._integrity import content_hash
+
+    doc = {k: v for k, v in doc.items() if k not in ("content_sha256", "signature")}
+    doc["content_sha256"] = content_hash(doc)
+    return doc
+
+
+def _uncertified(fitted) -> Policy:
+    f = CertifiedPrecisionThreshold(0.9999, 0.05).fit(fitted["conf"], fitted["correct"])
+    return build(fitted, threshold=f)
+
+
+def test_signed_policy_and_the_signing_rules(fitted, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", SIGNING_KEY)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    build(fitted).save(a)
+    build(fitted).save(b)
+    assert a.read_bytes() == b.read_bytes()  # the HMAC is deterministic
+    doc = json.loads(a.read_text())
+    assert doc["signature"]["algorithm"] == "hmac-sha256" and SIGNING_KEY not in a.read_text()
+    assert Policy.load(a) == build(fitted)
+
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", "q" * 32)
+    with pytest.raises(ArtifactError, match="'signature' does not verify"):
+        Policy.load(a)
+    monkeypatch.delenv("HYBRIDROUTE_SIGNING_KEY")
+    with pytest.raises(ArtifactError, match="HYBRIDROUTE_SIGNING_KEY is not set") as info:
+        Policy.load(a)
+    assert info.value.path == str(a)
+    unsigned = tmp_path / "unsigned.json"
+    build(fitted).save(unsigned)
+    assert "signature" not in json.loads(unsigned.read_text())
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", SIGNING_KEY)
+    with pytest.raises(ArtifactError, match="is not signed"):
+        Policy.load(unsigned)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # consistent with every check below: only the signature can tell
+        lambda d: d["provenance"].__setitem__("dataset", "elsewhere"),
+        lambda d: d.__setitem__("model_fingerprint", FP_B),
+        lambda d: d["thresholds"].__setitem__("fallback", "ask_user"),
+        lambda d: d.pop("signature"),
+    ],
+)
+def test_signed_policy_edited_with_a_recomputed_hash_is_refused(
+    fitted, tmp_path, monkeypatch, edit
+) -> None:
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", SIGNING_KEY)
+    p = tmp_path / "p.json"
+    build(fitted, model_fingerprint=FP_A).save(p)
+    doc = json.loads(p.read_text())
+    signature = doc.get("signature")
+    edit(doc)
+    forged = _rehash(doc)
+    if "signature" in doc:
+        forged["signature"] = signature
+    _write(p, forged)
+    with pytest.raises(ArtifactError, match=r"does not verify|is not signed"):
+        Policy.load(p)
+
+
+def test_model_fingerprint_is_recorded_and_binds_once(fitted, tmp_path) -> None:
+    pol = build(fitted)
+    assert pol.model_fingerprint is None
+    bound = pol.with_model_fingerprint(FP_A)
+    assert bound.model_fingerprint == FP_A and bound.with_model_fingerprint(FP_A) is bound
+    assert bound.content_sha256 != pol.content_sha256
+    with pytest.raises(ValueError, match="cannot be bound to model bbbb"):
+        bound.with_model_fingerprint(FP_B)
+    for bad in ("abc", "A" * 64, 5, None):
+        with pytest.raises(ValueError, match="64 lowercase hex"):
+            pol.with_model_fingerprint(bad)
+    p = tmp_path / "p.json"
+    build(fitted, model_fingerprint=FP_A).save(p)
+    assert Policy.load(p).model_fingerprint == FP_A
+    doc = json.loads(p.read_text())
+    doc["model_fingerprint"] = FP_B
+    _write(p, doc)
+    with pytest.raises(ArtifactError, match="content hash mismatch"):
+        Policy.load(p)
+    _write(p, _rehash({**doc, "model_fingerprint": "not-a-fingerprint"}))
+    with pytest.raises(ArtifactError, match="'model_fingerprint'"):
+        Policy.load(p)
+
+
+def _set(*keys_value):
+    *keys, value = keys_value
+
+    def edit(d):
+        for k in keys[:-1]:
+            d = d[k]
+        d[keys[-1]] = value
+
+    return edit
+
+
+def _both(a, b, value):
+    def edit(d):
+        _set(*a, value)(d)
+        _set(*b, value)(d)
+
+    return edit
+
+
+CONTRADICTIONS = {
+    # the issue's case, and the class around it
+    "auto threshold -5": (_set("thresholds", "auto", -5), "thresholds.auto"),
+    "auto threshold edited": (_set("thresholds", "auto", 0.5), r"objective\.fit\.threshold"),
+    "auto and fit -5": (
+        _both(("thresholds", "auto"), ("objective", "fit", "threshold"), -5.0),
+        "not a probability",
+    ),
+    "auto and fit 1.5": (
+        _both(("thresholds", "auto"), ("objective", "fit", "threshold"), 1.5),
+        "not a probability",
+    ),
+    "ask on a one-threshold policy": (_set("thresholds", "ask", 0.2), "thresholds.ask"),
+    "margin without a margin fit": (_set("thresholds", "margin", 0.1), "thresholds.margin"),
+    "per-class without a fit": (
+        _set("thresholds", "per_class", {"refund": 0.1}),
+        "thresholds.per_class",
+    ),
+    "bound in the guarantee": (_set("guarantee", "bound", 0.999), "guarantee.bound"),
+    "bound in both": (
+        _both(("guarantee", "bound"), ("objective", "fit", "bound"), 0.999),
+        "Clopper-Pearson bound",
+    ),
+    "coverage raised": (
+        _both(("expected", "coverage"), ("objective", "fit", "coverage"), 0.999),
+        "objective.fit",
+    ),
+    "precision raised": (
+        _both(("expected", "precision"), ("objective", "fit", "precision"), 0.999),
+        "objective.fit",
+    ),
+    "target raised past the bound": (
+        lambda d: [
+            _set("guarantee", "target", 0.999)(d),
+            _set("objective", "fit", "target", 0.999)(d),
+            _set("objective", "fit", "params", "target", 0.999)(d),
+        ],
+        "do not certify precision 0.999",
+    ),
+    "delta changed": (
+        lambda d: [
+            _set("guarantee", "delta", 0.5)(d),
+            _set("objective", "fit", "delta", 0.5)(d),
+            _set("objective", "fit", "params", "delta", 0.5)(d),
+        ],
+        "Clopper-Pearson bound",
+    ),
+    "one fixed sequence instead of three": (
+        _set("objective", "fit", "params", "n_starts", 1),
+        "Clopper-Pearson bound",
+    ),
+    "params disagree with the fit": (
+        _set("objective", "fit", "params", "target", 0.5),
+        r"objective\.fit\.params\.target",
+    ),
+    "expected precision": (_set("expected", "precision", 0.9999), "'expected'"),
+    "objective name": (_set("objective", "name", "empirical"), r"objective\.fit\.method"),
+    "label mix share": (
+        _set("calibration_data", "out_of_scope_share", 0.5),
+        "out_of_scope_share",
+    ),
+    "label mix size": (_set("calibration_data", "size", 5), r"calibration_data\.size"),
+    "unknown certifying method": (
+        _set("objective", "fit", "method", "my_method"),
+        "cannot be checked",
+    ),
+    "guarantee with an extra key": (_set("guarantee", "certified_by", "me"), "'guarantee'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONTRADICTIONS))
+def test_contradictory_fields_with_a_recomputed_hash_are_refused(fitted, tmp_path, case) -> None:
+    edit, match = CONTRADICTIONS[case]
+    p = tmp_path / "policy.json"
+    build(fitted, margin=None).save(p)
+    doc = json.loads(p.read_text())
+    edit(doc)
+    _write(p, _rehash(doc))
+    with pytest.raises(ArtifactError, match=match) as info:
+        Policy.load(p)
+    assert str(p) in str(info.value) and "policy field" in str(info.value)
+
+
+UNCERTIFIED_CONTRADICTIONS = {
+    "certified claimed": (_set("guarantee", "certified", True), "guarantee.certified"),
+    "certified claimed in the fit too": (
+        _both(("guarantee", "certified"), ("objective", "fit", "certified"), True),
+        "a certified threshold is a number",
+    ),
+    "a threshold without a certificate": (
+        _both(("thresholds", "auto"), ("objective", "fit", "threshold"), 0.5),
+        "must be null when not certified",
+    ),
+    "a bound without a certificate": (
+        _both(("guarantee", "bound"), ("objective", "fit", "bound"), 0.95),
+        "must be null when not certified",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNCERTIFIED_CONTRADICTIONS))
+def test_an_uncertified_policy_cannot_claim_a_certificate(fitted, tmp_path, case) -> None:
+    edit, match = UNCERTIFIED_CONTRADICTIONS[case]
+    p = tmp_path / "policy.json"
+    _uncertified(fitted).save(p)
+    doc = json.loads(p.read_text())
+    edit(doc)
+    _write(p, _rehash(doc))
+    with pytest.raises(ArtifactError, match=match):
+        Policy.load(p)
+
+
+def _gates(fitted):
+    rng = np.random.default_rng(0)
+    is_oos = rng.random(2000) < 0.2
+    oos = OutOfScopeThreshold(recall=0.5, delta=0.1).fit(
+        np.where(is_oos, rng.random(2000) * 0.5 + 0.5, rng.random(2000) * 0.5), is_oos
+    )
+    return build(
+        fitted,
+        margin=MarginThreshold(0.9, 0.05).fit(fitted["margin"], fitted["correct"]),
+        per_class=PerClassThreshold(CertifiedPrecisionThreshold(0.9, 0.05), min_class_size=100).fit(
+            fitted["conf"], fitted["correct"], fitted["labels"]
+        ),
+        oos=oos,
+        evidence=EvidenceThresholds().fit_records(load_evidence_labels()),
+    )
+
+
+GATE_CONTRADICTIONS = {
+    "margin edited": (_set("thresholds", "margin", 0.01), "thresholds.margin"),
+    "margin out of range": (
+        _both(("thresholds", "margin"), ("fits", "margin", "threshold"), 2.0),
+        "thresholds.margin",
+    ),
+    "per-class edited": (
+        lambda d: d["thresholds"]["per_class"].__setitem__("refund", 0.01),
+        "thresholds.per_class",
+    ),
+    "per-class fit and threshold edited": (
+        lambda d: [
+            d["thresholds"]["per_class"].__setitem__("refund", 0.01),
+            d["fits"]["per_class"]["thresholds"].__setitem__("refund", 0.01),
+        ],
+        r"fits\.per_class\.thresholds\.refund",
+    ),
+    "per-class default edited": (
+        _set("thresholds", "per_class_default", 0.01),
+        "thresholds.per_class_default",
+    ),
+    "oos cut-off edited": (_set("thresholds", "oos", "cutoff", 0.99), "thresholds.oos.cutoff"),
+    "oos cut-off and fit above 1": (
+        _both(("thresholds", "oos", "cutoff"), ("thresholds", "oos", "fit", "cutoff"), 1.5),
+        "not a probability",
+    ),
+    "oos certified without a cut-off": (
+        _both(("thresholds", "oos", "cutoff"), ("thresholds", "oos", "fit", "cutoff"), None),
+        r"thresholds\.oos\.fit\.certified",
+    ),
+    "evidence threshold edited": (
+        lambda d: d["evidence"]["sources"]["bm25"].__setitem__("threshold", 0.0),
+        r"evidence\.sources\.bm25\.threshold",
+    ),
+    "evidence fit bound edited": (
+        lambda d: d["evidence"]["sources"]["bm25"]["fit"].__setitem__("bound", 0.99),
+        r"evidence\.sources\.bm25\.fit\.bound",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GATE_CONTRADICTIONS))
+def test_every_gate_must_be_what_its_fit_gives(fitted, tmp_path, case) -> None:
+    edit, match = GATE_CONTRADICTIONS[case]
+    p = tmp_path / "policy.json"
+    pol = _gates(fitted)
+    assert pol.thresholds["oos"] is not None and pol.thresholds["margin"] is not None
+    pol.save(p)
+    doc = json.loads(p.read_text())
+    edit(doc)
+    _write(p, _rehash(doc))
+    with pytest.raises(ArtifactError, match=match):
+        Policy.load(p)
+
+
+def _other_fits(fitted):
+    c, k = fitted["conf"], fitted["correct"]
+    return {
+        "empirical": (EmpiricalThreshold(0.9).fit(c, k), "empirical"),
+        "coverage": (CoverageThreshold(0.7).fit(c, k), "coverage"),
+        "coverage with delta": (CoverageThreshold(0.7, 0.05).fit(c, k), "coverage"),
+        "cost": (CostThreshold(10, 1, 3).fit(c, k), "cost"),
+        "cost two-way": (CostThreshold(10, None, 3).fit(c, k), "cost"),
+        "three-way": (ThreeWayThreshold.certified(0.95, 0.7, 0.05).fit(c, k), "three-way"),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["empirical", "coverage", "coverage with delta", "cost", "cost two-way", "three-way"],
+)
+def test_every_fitter_round_trips(fitted, tmp_path, name) -> None:
+    fitter, objective = _other_fits(fitted)[name]
+    p = tmp_path / "p.json"
+    build(fitted, threshold=fitter, objective=objective).save(p)
+    assert Policy.load(p) == build(fitted, threshold=fitter, objective=objective)
+
+
+OTHER_CONTRADICTIONS = {
+    "empirical below its target": (
+        "empirical",
+        lambda d: [
+            _set("objective", "fit", "target", 0.9999)(d),
+            _set("objective", "fit", "params", "target", 0.9999)(d),
+            _set("guarantee", "target", 0.9999)(d),
+        ],
+        "below the target",
+    ),
+    "empirical claims a certificate": (
+        "empirical",
+        _both(("guarantee", "certified"), ("objective", "fit", "certified"), True),
+        "certifies nothing",
+    ),
+    "coverage short of its target": (
+        "coverage",
+        lambda d: [
+            _set("objective", "fit", "target_coverage", 0.99)(d),
+            _set("objective", "fit", "params", "coverage", 0.99)(d),
+        ],
+        "falls short",
+    ),
+    "coverage with delta, bound edited": (
+        "coverage with delta",
+        _both(("guarantee", "bound"), ("objective", "fit", "bound"), 0.5),
+        "Clopper-Pearson bound",
+    ),
+    "cost shares": (
+        "cost",
+        lambda d: d["objective"]["fit"]["shares"].__setitem__("ask_user", 0.9),
+        r"objective\.fit\.shares",
+    ),
+    "cost ask above auto": (
+        "cost",
+        _both(("thresholds", "ask"), ("objective", "fit", "ask_threshold"), 0.99999),
+        r"objective\.fit\.ask_threshold",
+    ),
+    "two-way cost gains an ask zone": (
+        "cost two-way",
+        _both(("thresholds", "ask"), ("objective", "fit", "ask_threshold"), 0.1),
+        r"objective\.fit\.ask_threshold",
+    ),
+    "three-way ask edited": ("three-way", _set("thresholds", "ask", 0.01), "thresholds.ask"),
+    "three-way ask and fit edited": (
+        "three-way",
+        _both(("thresholds", "ask"), ("objective", "fit", "ask_threshold"), 0.01),
+        r"objective\.fit\.ask_threshold",
+    ),
+    "three-way auto sub-fit": (
+        "three-way",
+        lambda d: d["objective"]["fit"]["auto"].__setitem__("bound", 0.999),
+        r"objective\.fit\.auto\.bound",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OTHER_CONTRADICTIONS))
+def test_every_fitter_record_is_checked(fitted, tmp_path, case) -> None:
+    name, edit, match = OTHER_CONTRADICTIONS[case]
+    fitter, objective = _other_fits(fitted)[name]
+    p = tmp_path / "p.json"
+    build(fitted, threshold=fitter, objective=objective).save(p)
+    doc = json.loads(p.read_text())
+    edit(doc)
+    _write(p, _rehash(doc))
+    with pytest.raises(ArtifactError, match=match):
+        Policy.load(p)
+
+
+def test_isotonic_map_must_be_probabilities_that_do_not_decrease(fitted, tmp_path) -> None:
+    p, y = synthetic_proba(1000, 4, 1)
+    pol = build(fitted, calibrator=IsotonicCalibration().fit(p, y))
+    path = tmp_path / "p.json"
+    pol.save(path)
+    assert Policy.load(path) == pol
+    doc = json.loads(path.read_text())
+    for edit, match in (
+        (lambda d: d["calibrator"]["y"].__setitem__(-1, 1.5), "calibrator.y"),
+        (lambda d: d["calibrator"]["y"].__setitem__(-1, 0.0), "must not decrease"),
+        (lambda d: d["calibrator"]["x"].__setitem__(0, -0.5), "calibrator.x"),
+    ):
+        bad = copy.deepcopy(doc)
+        edit(bad)
+        _write(path, _rehash(bad))
+        with pytest.raises(ArtifactError, match=match):
+            Policy.load(path)
+
+
+def test_saving_refuses_what_loading_would_refuse(fitted, tmp_path) -> None:
+    doc = build(fitted).to_dict()
+    doc["thresholds"]["auto"] = 0.01
+    edited = Policy(doc)  # in memory an edit is allowed (experiments edit documents) ...
+    with pytest.raises(ValueError, match=r"thresholds\.auto"):
+        edited.save(tmp_path / "p.json")  # ... but not written
+    assert not (tmp_path / "p.json").exists()
+
+
+# --------------------------------------------------------------------------- strict reading
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('{"thresholds": {"auto": 0.9, "auto": 0.1}}', r"duplicate key 'auto'.*line 1"),
+        ('{"thresholds": {"auto": NaN}}', "NaN"),
+        ('{"thresholds": {"auto": Infinity}}', "Infinity"),
+        ('{"thresholds": {"auto": 1e999}}', "too large"),
+        ('{"n": ' + "1" * 80 + "}", "digits"),
+        ("[" * 100 + "]" * 100, "nested too deeply"),
+    ],
+)
+def test_policy_json_is_read_strictly(tmp_path, text, match) -> None:
+    p = tmp_path / "p.json"
+    p.write_text(text)
+    with pytest.raises(ArtifactError, match=match) as info:
+        Policy.load(p)
+    assert info.value.path == str(p)
+
+
+def test_duplicate_key_names_its_line(fitted, tmp_path) -> None:
+    p = tmp_path / "p.json"
+    build(fitted).save(p)
+    lines = p.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"auto":' in line)
+    lines.insert(at + 1, lines[at].rstrip(",") + ",")
+    p.write_text("\n".join(lines))
+    with pytest.raises(ArtifactError, match=rf"duplicate key 'auto'.*line {at + 2}"):
+        Policy.load(p)
+
+
+def test_policy_over_its_byte_limit_or_not_a_file_is_refused(fitted, tmp_path, monkeypatch) -> None:
+    import os
+    import threading
+
+    from hybridroute.calibration import _policy
+
+    p = tmp_path / "p.json"
+    build(fitted).save(p)
+    monkeypatch.setattr(_policy, "POLICY_MAX_BYTES", 100)
+    with pytest.raises(ArtifactError, match="larger than the limit of 100 bytes"):
+        Policy.load(p)
+    p.write_bytes(b'{"format": "\xff"}')
+    with pytest.raises(ArtifactError, match="not UTF-8"):
+        Policy.load(p)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    box: dict = {}
+
+    def target():
+        try:
+            Policy.load(fifo)
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "Policy.load blocked on a FIFO"
+    assert isinstance(box.get("error"), ArtifactError) and "FIFO" in str(box["error"])

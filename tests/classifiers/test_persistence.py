@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hybridroute import _integrity as integrity
 from hybridroute.classifiers import IntentClassifier, LocalClassifier, load_classifier
 from hybridroute.classifiers import _persistence as persistence
 from hybridroute.exceptions import ArtifactError, NotFittedError, UserInputError
@@ -71,10 +72,23 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _rewrite_manifest(directory: Path, change) -> None:
+def _rewrite_manifest(directory: Path, change, *, reseal: bool = True) -> None:
+    """Edit the manifest as an attacker who knows the format would.
+
+    With ``reseal`` the model fingerprint and the plain content hash are recomputed after
+    the edit (anyone can), so what is tested is the check behind them; without it the
+    edit is left as is and only the seal stands in the way.
+    """
     path = directory / "manifest.json"
     manifest = json.loads(path.read_text())
     change(manifest)
+    if reseal:
+        body = {k: v for k, v in manifest.items() if k not in ("content_sha256", "signature")}
+        try:
+            body["fingerprint"] = persistence._fingerprint(body, directory)
+        except (ArtifactError, KeyError, TypeError, AttributeError):
+            pass  # an edit that leaves no fingerprint to compute
+        manifest = integrity.seal(body)
     path.write_text(json.dumps(manifest))
 
 
@@ -338,7 +352,8 @@ MANIFEST_EDITS = {
         lambda m: m["state"]["params"].update({"min_df": 0}),
         "manifest parameters are invalid",
     ),
-    "missing state": (_set("state", None), "no 'state.params' object"),
+    "missing state": (_set("state", None), "'state' must be an object"),
+    "no params in state": (lambda m: m["state"].pop("params"), "no 'state.params' object"),
 }
 
 
@@ -430,3 +445,228 @@ def test_registry_target_must_match_the_kind(monkeypatch, saved) -> None:
     monkeypatch.setitem(persistence._REGISTRY, "local", f"{__name__}:_Constant")
     with pytest.raises(ArtifactError, match="whose kind is 'constant_test'"):
         load_classifier(saved)
+
+
+# --------------------------------------------------------------------------- seal and signature
+
+SIGNING_KEY = "s" * 32
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # the issue's case: a permuted label list (same shape, so the arrays still load)
+        lambda m: m.__setitem__("classes", list(reversed(m["classes"]))),
+        lambda m: m.__setitem__("classes", [m["classes"][1], m["classes"][0], m["classes"][2]]),
+        lambda m: m["state"].__setitem__("C_", 0.001),
+        lambda m: m["state"]["params"].__setitem__("sublinear_tf", False),
+        lambda m: m["files"]["arrays.npz"].__setitem__("bytes", 1),
+        lambda m: m["training_data"].__setitem__("fingerprint", "other"),
+        lambda m: m["metadata"].__setitem__("note", "edited"),
+        lambda m: m.__setitem__("fingerprint", "0" * 64),
+    ],
+)
+def test_any_edit_of_the_manifest_is_refused(saved, change) -> None:
+    _rewrite_manifest(saved, change, reseal=False)
+    with pytest.raises(ArtifactError, match=r"content hash mismatch \(field 'content_sha256'\)"):
+        load_classifier(saved)
+
+
+def test_permuted_classes_with_a_recomputed_hash_change_the_fingerprint(saved) -> None:
+    before = persistence.classifier_fingerprint(saved)
+
+    def permute(m):
+        m["classes"] = list(reversed(m["classes"]))
+
+    # hash recomputed but not the fingerprint: refused
+    path = saved / "manifest.json"
+    manifest = json.loads(path.read_text())
+    permute(manifest)
+    path.write_text(json.dumps(integrity.seal(manifest)))
+    with pytest.raises(ArtifactError, match="field 'fingerprint'"):
+        load_classifier(saved)
+    # both recomputed: the directory loads (a plain hash is no defence against a
+    # deliberate edit), but it is another model, so no policy fitted on the first binds
+    _rewrite_manifest(saved, lambda m: None)
+    assert persistence.classifier_fingerprint(saved) != before
+
+
+def test_manifest_without_a_seal_or_of_format_1_is_refused(saved) -> None:
+    path = saved / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest.pop("content_sha256")
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="has no content_sha256"):
+        load_classifier(saved)
+    manifest["format_version"] = 1
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="format_version 1 predates sealed manifests"):
+        load_classifier(saved)
+
+
+def test_signed_save_and_the_signing_rules(clf, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", SIGNING_KEY)
+    a = clf.save(tmp_path / "a", training_fingerprint="f")
+    b = clf.save(tmp_path / "b", training_fingerprint="f")
+    assert (a / "manifest.json").read_bytes() == (b / "manifest.json").read_bytes()
+    manifest = json.loads((a / "manifest.json").read_text())
+    assert manifest["signature"]["algorithm"] == "hmac-sha256"
+    assert SIGNING_KEY not in (a / "manifest.json").read_text()
+    np.testing.assert_array_equal(
+        load_classifier(a).predict_proba(QUERIES), clf.predict_proba(QUERIES)
+    )
+
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", "w" * 32)
+    with pytest.raises(ArtifactError, match="'signature' does not verify") as info:
+        load_classifier(a)
+    assert str(a / "manifest.json") in str(info.value)
+
+    monkeypatch.delenv("HYBRIDROUTE_SIGNING_KEY")
+    with pytest.raises(ArtifactError, match="set it to the signing key"):
+        load_classifier(a)
+    unsigned = clf.save(tmp_path / "unsigned")
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", SIGNING_KEY)
+    with pytest.raises(ArtifactError, match="is not signed"):
+        load_classifier(unsigned)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: m.__setitem__("classes", list(reversed(m["classes"]))),
+        lambda m: m["state"].__setitem__("C_", 0.001),
+        lambda m: m.pop("signature"),
+    ],
+)
+def test_signed_manifest_edited_and_rehashed_is_refused(clf, tmp_path, monkeypatch, change) -> None:
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", SIGNING_KEY)
+    saved = clf.save(tmp_path / "m")
+    path = saved / "manifest.json"
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    body = {k: v for k, v in manifest.items() if k not in ("content_sha256", "signature")}
+    body["fingerprint"] = persistence._fingerprint(body, saved)
+    forged = {**body, "content_sha256": integrity.content_hash(body)}
+    if "signature" in manifest:
+        forged["signature"] = manifest["signature"]  # the old signature, now wrong
+    path.write_text(json.dumps(forged))
+    with pytest.raises(ArtifactError, match=r"does not verify|is not signed"):
+        load_classifier(saved)
+
+
+# --------------------------------------------------------------------------- fingerprint
+
+
+def test_fingerprint_is_the_same_wherever_and_however_saved(clf, tmp_path, monkeypatch) -> None:
+    plain = clf.save(tmp_path / "plain")
+    noted = clf.save(tmp_path / "noted", training_fingerprint="x", metadata={"a": 1})
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", SIGNING_KEY)
+    signed = clf.save(tmp_path / "signed")
+    fp = clf.fingerprint()  # in memory: computed through a temporary save
+    assert persistence.classifier_fingerprint(signed) == fp
+    monkeypatch.delenv("HYBRIDROUTE_SIGNING_KEY")
+    assert persistence.classifier_fingerprint(plain) == fp
+    assert persistence.classifier_fingerprint(noted) == fp
+    loaded = load_classifier(noted)
+    assert loaded.fingerprint() == loaded.manifest_["fingerprint"] == fp
+    assert persistence.classifier_fingerprint(loaded.save(tmp_path / "again")) == fp
+    assert len(fp) == 64 and int(fp, 16) >= 0
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        lambda: LocalClassifier(Cs=(0.5,), random_state=0).fit(TEXTS, LABELS),
+        lambda: LocalClassifier(Cs=(10.0,), random_state=0).fit(TEXTS[:-1], LABELS[:-1]),
+        lambda: LocalClassifier(Cs=(10.0,), random_state=0, sublinear_tf=False).fit(TEXTS, LABELS),
+    ],
+)
+def test_another_model_has_another_fingerprint(clf, other) -> None:
+    assert other().fingerprint() != clf.fingerprint()
+
+
+def test_llm_and_cascade_fingerprints_survive_a_round_trip(clf, tmp_path, monkeypatch) -> None:
+    from hybridroute.classifiers import CascadeClassifier, LLMClassifier
+
+    llm = LLMClassifier(model="openai/stand-in", api_base="http://127.0.0.1:9/v1").fit(
+        TEXTS, LABELS
+    )
+    cascade = CascadeClassifier.from_fitted(clf, llm, threshold=0.5)
+    for model in (llm, cascade):
+        saved = model.save(tmp_path / model.kind)
+        fp = persistence.classifier_fingerprint(saved)
+        assert model.fingerprint() == fp
+        resaved = load_classifier(saved).save(tmp_path / f"{model.kind}-again")
+        assert persistence.classifier_fingerprint(resaved) == fp
+    # a cascade's stages count by their own fingerprints: signing them changes nothing
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", SIGNING_KEY)
+    assert persistence.classifier_fingerprint(cascade.save(tmp_path / "signed")) == fp
+    assert llm.fingerprint() != clf.fingerprint() != cascade.fingerprint()
+
+
+def test_a_changed_nested_stage_is_refused(clf, tmp_path) -> None:
+    from hybridroute.classifiers import CascadeClassifier, LLMClassifier
+
+    llm = LLMClassifier(model="openai/stand-in").fit(TEXTS, LABELS)
+    saved = CascadeClassifier.from_fitted(clf, llm, threshold=0.5).save(tmp_path / "c")
+    inner = saved / "local" / "manifest.json"
+    manifest = json.loads(inner.read_text())
+    manifest["classes"] = list(reversed(manifest["classes"]))
+    inner.write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="checksum does not match") as info:
+        load_classifier(saved)
+    assert "local" in str(info.value)
+
+
+# --------------------------------------------------------------------------- strict JSON
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('{"format": "hybridroute.classifier", "format": "x"}', "duplicate key 'format'.*line 1"),
+        ('{"format": "hybridroute.classifier", "x": NaN}', "NaN"),
+        ("[" * 200 + "]" * 200, "nested too deeply"),
+        ('{"x": ' + "9" * 100 + "}", "digits"),
+    ],
+)
+def test_manifest_is_read_as_strict_json(saved, text, match) -> None:
+    (saved / "manifest.json").write_text(text)
+    with pytest.raises(ArtifactError, match=match) as info:
+        load_classifier(saved)
+    assert "manifest.json" in str(info.value)
+
+
+def test_duplicate_keys_in_a_classifier_file_are_refused(saved) -> None:
+    (saved / "vocabulary.json").write_text('{"word": ["a"], "char": ["b"], "word": ["c"]}')
+    _relist(saved, "vocabulary.json")
+    with pytest.raises(ArtifactError, match="duplicate key 'word'") as info:
+        load_classifier(saved)
+    assert "vocabulary.json" in str(info.value)
+
+
+def test_manifest_over_its_byte_limit_is_refused(saved, monkeypatch) -> None:
+    monkeypatch.setattr(persistence, "_MAX_MANIFEST_BYTES", 64)
+    with pytest.raises(ArtifactError, match="larger than the limit of 64 bytes"):
+        load_classifier(saved)
+
+
+def test_a_fifo_in_place_of_a_file_is_refused_without_blocking(saved) -> None:
+    import threading
+
+    (saved / "arrays.npz").unlink()
+    os.mkfifo(saved / "arrays.npz")
+    box: dict = {}
+
+    def target():
+        try:
+            load_classifier(saved)
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(20)
+    assert not t.is_alive(), "loading blocked on a FIFO"
+    assert isinstance(box.get("error"), ArtifactError)
+    assert "arrays.npz" in str(box["error"])

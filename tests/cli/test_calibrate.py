@@ -245,9 +245,11 @@ def test_cli_writes_exactly_what_fit_policy_builds(model_dir, tmp_path, extra, k
             "model_kind": clf.kind,
             "model_training_fingerprint": clf.training_fingerprint_,
         },
+        model_fingerprint=clf.fingerprint(),
         **kwargs,
     )
     assert out.read_text(encoding="utf-8") == pol.to_json()
+    assert Policy.load(out).model_fingerprint == clf.manifest_["fingerprint"]
 
 
 def test_oos_objective_on_a_set_without_out_of_scope_rows(tmp_path, capsys) -> None:
@@ -281,3 +283,44 @@ def test_oos_objective_on_a_set_without_out_of_scope_rows(tmp_path, capsys) -> N
     )
     err = capsys.readouterr().err
     assert code == 2 and "no out-of-scope rows in its calibration split" in err
+
+
+def test_policy_records_the_model_it_was_fitted_on(model_dir, tmp_path, capsys) -> None:
+    from hybridroute.classifiers._persistence import classifier_fingerprint
+
+    out = tmp_path / "p.json"
+    code, s = run(model_dir, out, "--target", "0.8", "--delta", "0.1", "--json", capsys=capsys)
+    assert code == 0
+    fp = classifier_fingerprint(model_dir)
+    assert s["model_fingerprint"] == fp and s["signed"] is False
+    assert Policy.load(out).model_fingerprint == fp
+    assert json.loads((model_dir / "manifest.json").read_text())["fingerprint"] == fp
+
+
+def test_signed_model_needs_the_key_and_signs_the_policy(model_dir, tmp_path, capsys, monkeypatch):
+    from hybridroute.classifiers import load_classifier
+
+    key = "c" * 32
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", key)
+    out = tmp_path / "p.json"
+    # an unsigned model is refused while a key is set (stripping a signature must not pass)
+    code, text = run(model_dir, out, capsys=capsys)
+    assert code == 2 and "is not signed" in text and str(model_dir) in text
+    signed_model = load_classifier_unsigned(model_dir, monkeypatch).save(tmp_path / "signed")
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", key)
+    code, s = run(signed_model, out, "--target", "0.8", "--delta", "0.1", "--json", capsys=capsys)
+    assert code == 0 and s["signed"] is True
+    assert json.loads(out.read_text())["signature"]["algorithm"] == "hmac-sha256"
+    assert Policy.load(out).model_fingerprint == load_classifier(signed_model).fingerprint()
+    monkeypatch.delenv("HYBRIDROUTE_SIGNING_KEY")
+    code, text = run(signed_model, tmp_path / "q.json", capsys=capsys)
+    assert code == 2 and "HYBRIDROUTE_SIGNING_KEY is not set" in text
+
+
+def load_classifier_unsigned(path, monkeypatch):
+    """Load an unsigned model with the key unset (then it can be saved again, signed)."""
+    from hybridroute.classifiers import load_classifier
+
+    with monkeypatch.context() as m:
+        m.delenv("HYBRIDROUTE_SIGNING_KEY", raising=False)
+        return load_classifier(path)

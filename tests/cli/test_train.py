@@ -196,6 +196,48 @@ def test_existing_out_needs_force(files, tmp_path, capsys) -> None:
     assert run(capsys, *args, "--force")[0] == 0
 
 
+def test_report_names_the_saved_model_fingerprint(files, tmp_path, capsys) -> None:
+    out = tmp_path / "model"
+    report = run_json(
+        capsys, "train", "--dataset", f"csv:{files['csv']}", "--out", str(out), "--cs", "1"
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert report["model_fingerprint"] == manifest["fingerprint"]
+    assert report["signed"] is False and "signature" not in manifest
+    assert load_classifier(out).fingerprint() == manifest["fingerprint"]
+
+
+@pytest.mark.parametrize("key", [None, "r" * 32])
+def test_training_twice_gives_byte_identical_directories(files, tmp_path, capsys, monkeypatch, key):
+    if key is not None:
+        monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", key)
+    dirs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        code, _, err = run(
+            capsys, "train", "--dataset", f"csv:{files['val']}", "--out", str(out), "--cs", "1,10"
+        )
+        assert code == 0, err
+        dirs.append(out)
+    names = sorted(p.name for p in dirs[0].iterdir())
+    assert names == sorted(p.name for p in dirs[1].iterdir())
+    for name in names:
+        assert (dirs[0] / name).read_bytes() == (dirs[1] / name).read_bytes(), name
+
+
+def test_train_signs_with_a_key_set(files, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("HYBRIDROUTE_SIGNING_KEY", "t" * 32)
+    out = tmp_path / "model"
+    code, text, err = run(
+        capsys, "train", "--dataset", f"csv:{files['csv']}", "--out", str(out), "--cs", "1"
+    )
+    assert code == 0, err
+    assert ", signed)" in text
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["signature"]["algorithm"] == "hmac-sha256"
+    assert "t" * 32 not in (out / "manifest.json").read_text()
+
+
 # --------------------------------------------------------------------------- llm, cascade
 
 

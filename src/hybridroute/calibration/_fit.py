@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._integrity import is_sha256_hex
 from ..exceptions import DatasetError
 from ._base import ASK_USER, HUMAN_REVIEW, as_proba, check_fraction, check_nonnegative
 from ._cost import CostThreshold
@@ -79,6 +80,7 @@ def fit_policy(
     fallback: str = HUMAN_REVIEW,
     evidence_records: Iterable[Mapping[str, Any]] | None = None,
     provenance: Mapping[str, Any] | None = None,
+    model_fingerprint: str | None = None,
 ) -> Policy:
     """Fit a calibrator and thresholds on labelled calibration rows and build the policy.
 
@@ -149,6 +151,15 @@ def fit_policy(
         values. ``fit_policy`` adds ``split_seed``, ``calibrator_fraction``,
         ``calibrator_size``, ``threshold_size`` and ``objective_args``; a provenance
         that sets one of those to another value is refused.
+    model_fingerprint : str, optional
+        Fingerprint of the classifier that produced ``proba``
+        (``classifier.fingerprint()``, or ``manifest.json``'s ``fingerprint`` of a saved
+        one), recorded as the policy's ``model_fingerprint``. ``hybridroute calibrate``
+        always records it. A policy without one works with a router built in memory, but
+        ``hybridroute router build`` refuses it and a bundle holds only a bound policy
+        (:func:`hybridroute.router.save_router` binds an unbound one to the classifier it
+        saves with it); a policy bound to another model is refused wherever both sides
+        carry a fingerprint.
 
     Returns
     -------
@@ -159,7 +170,8 @@ def fit_policy(
     ------
     ValueError
         An argument out of range or of the wrong shape, an unknown objective, calibrator
-        or fallback, ``per_class`` with ``cost``, or ``oos`` without ``oos_label``.
+        or fallback, ``per_class`` with ``cost``, ``oos`` without ``oos_label``, or a
+        ``model_fingerprint`` that is not 64 lowercase hex digits.
     DatasetError
         Gold labels outside ``classes`` (other than ``oos_label``), too few rows for the
         calibrator or the thresholds, no out-of-scope rows for ``oos``, or an evidence
@@ -202,6 +214,11 @@ def fit_policy(
     if objective == "oos" and oos_label is None:
         raise ValueError("the oos objective needs oos_label, the gold label of out-of-scope rows")
     extra_provenance = _provenance(provenance)
+    if model_fingerprint is not None and not is_sha256_hex(model_fingerprint):
+        raise ValueError(
+            "model_fingerprint must be a model fingerprint (64 lowercase hex digits, "
+            f"classifier.fingerprint()), got {model_fingerprint!r}"
+        )
 
     labels = [str(c) for c in classes]
     proba = _proba(proba, labels)
@@ -352,6 +369,7 @@ def fit_policy(
         out_of_scope_label=oos_label,
         objective=objective,
         provenance={**extra_provenance, **own},
+        model_fingerprint=model_fingerprint,
     )
 
 

@@ -112,6 +112,20 @@ class IntentClassifier:
             overwrite=overwrite,
         )
 
+    def fingerprint(self) -> str:
+        """The model fingerprint: SHA-256 of what decides this classifier's scores.
+
+        Computed from its kind, classes, saved state and file checksums, as
+        :meth:`save` would write them (metadata, versions and signatures left out), so it
+        equals the ``fingerprint`` in the manifest of any directory this classifier is
+        saved to. Pass it to ``fit_policy(..., model_fingerprint=...)`` to bind a policy
+        to this model. A classifier loaded from a directory returns that directory's
+        fingerprint at once; any other is saved to a temporary directory to compute it.
+        """
+        from ._persistence import classifier_fingerprint
+
+        return classifier_fingerprint(self)
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "classes_"):
             raise NotFittedError(

@@ -4,7 +4,9 @@ A saved classifier is a directory::
 
     model/
         manifest.json      kind, label set, training-data fingerprint, versions,
-                           the classifier's JSON state, and a sha256 for every other file
+                           the classifier's JSON state, a sha256 for every other file,
+                           the model fingerprint, and its seal (content_sha256, and an
+                           HMAC signature when HYBRIDROUTE_SIGNING_KEY is set)
         vocabulary.json    (what the classifier itself writes: JSON and .npz only)
         arrays.npz
 
@@ -17,12 +19,25 @@ code can extend (:func:`register_kind`) -- a manifest cannot name a module to im
 
 Before any classifier code reads a file, :func:`load_classifier` checks the directory
 against its manifest and refuses it (:class:`~hybridroute.exceptions.ArtifactError`,
-naming the path and what is wrong) when a listed file is missing or its checksum changed,
-when a file is present that the manifest does not list, when a file has a suffix outside
-:data:`ALLOWED_SUFFIXES`, when anything in it is a symbolic link, when the kind is unknown,
-or when the format version is newer than this library reads. The checksums catch
-corruption and edits that did not also rewrite the manifest; the refusal to run code does
-not depend on them.
+naming the path and what is wrong) when the manifest's own seal fails (its
+``content_sha256``, or its signature under the rules of :mod:`hybridroute._integrity`), when
+a listed file is missing or its checksum changed, when a file is present that the manifest
+does not list, when a file has a suffix outside :data:`ALLOWED_SUFFIXES`, when anything in
+it is a symbolic link or not a regular file, when the kind is unknown, when the recorded
+fingerprint is not the one the manifest gives, or when the format version is not the one
+this library reads. The seal covers every field of the manifest -- kind, classes, state,
+the file list -- so a permuted label list is refused like a changed file. A plain hash
+catches accidents only (anyone can recompute it); a signed manifest also resists a
+deliberate edit. The refusal to run code does not depend on any of this.
+
+The **model fingerprint** (``fingerprint`` in the manifest, :func:`classifier_fingerprint`)
+is the SHA-256 of the canonical JSON of what decides the classifier's scores: its kind,
+its classes, its state and the SHA-256 of each of its files (a nested saved classifier,
+such as a cascade's stages, counts by its own fingerprint). It leaves out the metadata,
+the training-data fingerprint, the library versions and the seal, so the same fitted
+classifier has the same fingerprint whenever and wherever it is saved, signed or not. A
+policy records the fingerprint of the model it was fitted on, and a router bundle refuses
+a policy fitted on another model.
 
 Writing is reproducible: manifests are written with sorted keys, ``.npz`` members carry a
 fixed timestamp, and no clock time is recorded, so the same fitted classifier gives
@@ -66,8 +81,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import _safeio
+from .._integrity import canonical_bytes, file_sha256, is_sha256_hex, seal, verify
 from .._version import __version__
-from ..exceptions import ArtifactError
+from ..exceptions import ArtifactError, InputError
 from ._base import IntentClassifier
 
 __all__ = [
@@ -75,6 +92,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "MANIFEST_NAME",
+    "classifier_fingerprint",
     "load_classifier",
     "read_arrays",
     "read_json",
@@ -88,15 +106,21 @@ __all__ = [
 
 #: Value of the manifest's ``format`` field.
 FORMAT = "hybridroute.classifier"
-#: Highest manifest format version this library writes and reads.
-FORMAT_VERSION = 1
+#: The manifest format version this library writes and reads. Version 2 added the seal
+#: (``content_sha256`` / ``signature``) and the model ``fingerprint``; a version-1 manifest
+#: is refused, since accepting one would let a stripped seal pass as an old file.
+FORMAT_VERSION = 2
 #: Name of the manifest file inside a saved classifier directory.
 MANIFEST_NAME = "manifest.json"
 #: File suffixes a saved classifier may contain: formats read without running code.
 ALLOWED_SUFFIXES = frozenset({".json", ".jsonl", ".npz", ".txt"})
 
-# Upper bounds against absurd inputs (a manifest or JSON file is read whole).
+# Upper bounds against absurd inputs (a manifest or JSON file is read whole, and the byte
+# limit is enforced while reading, not trusted from the reported size).
 _MAX_JSON_BYTES = 256 * 1024 * 1024
+_MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+# Identifies the definition of the model fingerprint (changed only with that definition).
+_FINGERPRINT_SCHEME = "hybridroute.model-fingerprint/1"
 
 # The one kind -> "module:Class" mapping. Entries are import paths, resolved only when a
 # directory of that kind is loaded, so loading a local model never imports litellm.
@@ -197,21 +221,23 @@ def write_json(path: Path, obj: Any) -> None:
     path.write_bytes(_json_bytes(obj))
 
 
-def read_json(path: Path) -> Any:
-    """Read a JSON file; any failure is an :class:`ArtifactError` naming ``path``."""
+def read_json(path: Path, *, limit: int = _MAX_JSON_BYTES, what: str = "JSON file") -> Any:
+    """Read a JSON file strictly; any failure is an :class:`ArtifactError` naming ``path``.
+
+    Goes through :mod:`hybridroute._safeio`: regular files only, the byte limit enforced
+    while reading, strict UTF-8, and no duplicate keys, NaN, huge integers or deep nesting.
+    """
     path = Path(path)
+    if not os.path.lexists(path):
+        raise ArtifactError("file is missing", path=str(path))
     try:
-        size = path.stat().st_size
-        if size > _MAX_JSON_BYTES:
-            raise ArtifactError(f"JSON file too large ({size} bytes)", path=str(path))
-        with path.open("rb") as fh:
-            return json.loads(fh.read().decode("utf-8"))
-    except ArtifactError:
-        raise
-    except FileNotFoundError:
-        raise ArtifactError("file is missing", path=str(path)) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ArtifactError(f"not a readable JSON file ({exc})", path=str(path)) from None
+        text = _safeio.read_text(path, limit=limit, what=what)
+        return _safeio.parse_json(text, source=str(path), what=what)
+    except InputError as exc:
+        where = f" (line {exc.line})" if exc.line is not None else ""
+        raise ArtifactError(
+            f"not a readable JSON file: {exc.reason}{where}", path=str(path)
+        ) from None
 
 
 # A fixed timestamp for .npz members (the zip format's earliest date), so the same arrays
@@ -288,11 +314,7 @@ def read_arrays(
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return file_sha256(path)
 
 
 def _versions(cls: type) -> dict[str, str]:
@@ -327,6 +349,82 @@ def _walk_files(directory: Path) -> list[str]:
     return sorted(found)
 
 
+# -- fingerprint -------------------------------------------------------------------------
+
+
+def _nested_manifest(path: Path) -> dict[str, Any] | None:
+    """The sealed manifest of a nested saved classifier at ``path``, or ``None`` if it is not one."""
+    doc = read_json(path, limit=_MAX_MANIFEST_BYTES, what="manifest")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        return None
+    verify(doc, path=str(path), what="model manifest")
+    return doc
+
+
+def _fingerprint(manifest: Mapping[str, Any], directory: Path, depth: int = 0) -> str:
+    """The model fingerprint of ``manifest`` (files under ``directory``; see the module notes).
+
+    A listed ``manifest.json`` below the top level that is itself a saved classifier's
+    manifest counts by its own fingerprint, computed the same way, so what a nested
+    manifest records beside its model (versions, metadata, seal) never changes the outer
+    fingerprint.
+    """
+    if depth > 8:
+        raise ArtifactError("saved classifiers are nested too deeply", path=str(directory))
+    files: dict[str, Any] = {}
+    for rel in sorted(manifest["files"]):
+        entry = manifest["files"][rel]
+        parts = rel.split("/")
+        if len(parts) > 1 and parts[-1] == MANIFEST_NAME:
+            nested = _nested_manifest(directory / rel)
+            if nested is not None:
+                sub = directory.joinpath(*parts[:-1])
+                files[rel] = {"fingerprint": _fingerprint(_checked(nested, sub), sub, depth + 1)}
+                continue
+        files[rel] = {"sha256": entry["sha256"]}
+    core = {
+        "scheme": _FINGERPRINT_SCHEME,
+        "kind": manifest["kind"],
+        "classes": manifest["classes"],
+        "state": manifest["state"],
+        "files": files,
+    }
+    try:
+        return hashlib.sha256(canonical_bytes(core)).hexdigest()
+    except ValueError as exc:
+        raise ArtifactError(f"{MANIFEST_NAME} {exc}", path=str(directory)) from None
+
+
+def classifier_fingerprint(source: IntentClassifier | str | os.PathLike[str]) -> str:
+    """The model fingerprint of a saved classifier directory or of a fitted classifier.
+
+    The fingerprint identifies exactly what computes the scores (kind, classes, state,
+    file checksums; see the module notes). A policy records it
+    (``fit_policy(..., model_fingerprint=...)``, ``hybridroute calibrate`` does this), and a
+    router bundle refuses a policy whose fingerprint is not its model's.
+
+    Parameters
+    ----------
+    source : IntentClassifier, str or path-like
+        A saved classifier directory (read and verified, not loaded); a classifier loaded
+        with :func:`load_classifier` (the fingerprint of the files it was loaded from --
+        refitting it in place does not update it, so do not); or a fitted classifier,
+        which is saved to a temporary directory to compute it (as long as a save takes).
+
+    Returns
+    -------
+    str
+        64 lowercase hex digits.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        return str(read_manifest(source)["fingerprint"])
+    manifest = getattr(source, "manifest_", None)
+    if isinstance(manifest, Mapping) and is_sha256_hex(manifest.get("fingerprint")):
+        return str(manifest["fingerprint"])
+    with tempfile.TemporaryDirectory(prefix="hybridroute-fingerprint-") as tmp:
+        return str(read_manifest(save_classifier(source, Path(tmp) / "model"))["fingerprint"])
+
+
 # -- save --------------------------------------------------------------------------------
 
 
@@ -338,7 +436,11 @@ def save_classifier(
     metadata: Mapping[str, Any] | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Save a fitted classifier to directory ``path`` with a manifest.
+    """Save a fitted classifier to directory ``path`` with a sealed manifest.
+
+    The manifest records the model fingerprint and is sealed (``content_sha256``); when
+    ``HYBRIDROUTE_SIGNING_KEY`` is set it is also signed (HMAC-SHA-256), and loading it then
+    needs the same key (see :mod:`hybridroute._integrity`).
 
     Parameters
     ----------
@@ -404,7 +506,7 @@ def save_classifier(
             _check_suffix(full)
             files[rel] = {"sha256": _sha256(full), "bytes": full.stat().st_size}
         classes = [str(c) for c in classifier.classes_]  # type: ignore[attr-defined]
-        manifest = {
+        manifest: dict[str, Any] = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "kind": kind,
@@ -415,7 +517,11 @@ def save_classifier(
             "metadata": dict(metadata or {}),
             "files": files,
         }
-        (staging / MANIFEST_NAME).write_bytes(_json_bytes(manifest))
+        # round-trip through JSON first: the fingerprint and the seal are computed over
+        # exactly what a reader will parse
+        manifest = json.loads(_json_bytes(manifest))
+        manifest["fingerprint"] = _fingerprint(manifest, staging)
+        (staging / MANIFEST_NAME).write_bytes(_json_bytes(seal(manifest)))
         os.chmod(staging, 0o755)  # mkdtemp makes it owner-only
         if target.exists():
             # Swap in the new directory, then drop the old one.
@@ -435,17 +541,61 @@ def save_classifier(
 # -- load --------------------------------------------------------------------------------
 
 
+def _checked(manifest: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """Field checks of a parsed manifest whose seal is verified (no file is read)."""
+    where = str(directory / MANIFEST_NAME)
+    kind = manifest.get("kind")
+    if not isinstance(kind, str) or kind not in _REGISTRY:
+        known = ", ".join(sorted(_REGISTRY))
+        raise ArtifactError(f"unknown classifier kind {kind!r} (known: {known})", path=where)
+    classes = manifest.get("classes")
+    if (
+        not isinstance(classes, list)
+        or not classes
+        or not all(isinstance(c, str) for c in classes)
+        or len(set(classes)) != len(classes)
+    ):
+        raise ArtifactError("'classes' must be a non-empty list of distinct strings", path=where)
+    if not isinstance(manifest.get("state"), dict):
+        raise ArtifactError("'state' must be an object", path=where)
+    if not is_sha256_hex(manifest.get("fingerprint")):
+        raise ArtifactError(
+            "'fingerprint' must be the model fingerprint (64 lowercase hex digits)", path=where
+        )
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise ArtifactError("'files' must be an object of path -> checksum", path=where)
+    for rel, entry in files.items():
+        parts = Path(rel).parts
+        if (
+            not isinstance(rel, str)
+            or not rel
+            or "\\" in rel
+            or Path(rel).is_absolute()
+            or ".." in parts
+            or rel != Path(rel).as_posix()
+            or rel == MANIFEST_NAME
+        ):
+            raise ArtifactError(f"lists an unsafe file path {rel!r}", path=where)
+        if not isinstance(entry, dict) or not is_sha256_hex(entry.get("sha256")):
+            raise ArtifactError(f"entry for {rel!r} has no sha256", path=where)
+        _check_suffix(directory / rel)
+    return manifest
+
+
 def read_manifest(path: str | Path) -> dict[str, Any]:
     """Read and check the manifest of saved classifier directory ``path``.
 
-    Checks the format, the format version, the kind, and that the files in the
-    directory are exactly those the manifest lists, with matching checksums. Imports no
-    classifier code.
+    Checks the format and its version, the manifest's seal (``content_sha256``, and the
+    signature rules of :mod:`hybridroute._integrity`), every field (kind, classes, state,
+    files), that the files in the directory are exactly those the manifest lists, with
+    matching checksums, and that the recorded ``fingerprint`` is the one the manifest
+    gives. Imports no classifier code.
 
     Returns
     -------
     dict
-        The manifest.
+        The manifest, without its seal fields.
     """
     directory = Path(path)
     if not directory.is_dir():
@@ -458,7 +608,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     manifest_path = directory / MANIFEST_NAME
     if not manifest_path.is_file() or manifest_path.is_symlink():
         raise ArtifactError(f"has no {MANIFEST_NAME}", path=str(directory))
-    manifest = read_json(manifest_path)
+    manifest = read_json(manifest_path, limit=_MAX_MANIFEST_BYTES, what="manifest")
     where = str(manifest_path)
     if not isinstance(manifest, dict):
         raise ArtifactError("must hold a JSON object", path=where)
@@ -475,40 +625,16 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
             f"(up to {FORMAT_VERSION}); upgrade hybridroute to load it",
             path=where,
         )
-    kind = manifest.get("kind")
-    if not isinstance(kind, str) or kind not in _REGISTRY:
-        known = ", ".join(sorted(_REGISTRY))
-        raise ArtifactError(f"unknown classifier kind {kind!r} (known: {known})", path=where)
-    classes = manifest.get("classes")
-    if (
-        not isinstance(classes, list)
-        or not classes
-        or not all(isinstance(c, str) for c in classes)
-        or len(set(classes)) != len(classes)
-    ):
-        raise ArtifactError("'classes' must be a non-empty list of distinct strings", path=where)
-    files = manifest.get("files")
-    if not isinstance(files, dict):
-        raise ArtifactError("'files' must be an object of path -> checksum", path=where)
-
-    listed: set[str] = set()
-    for rel, entry in files.items():
-        parts = Path(rel).parts
-        if (
-            not isinstance(rel, str)
-            or not rel
-            or "\\" in rel
-            or Path(rel).is_absolute()
-            or ".." in parts
-            or rel != Path(rel).as_posix()
-            or rel == MANIFEST_NAME
-        ):
-            raise ArtifactError(f"lists an unsafe file path {rel!r}", path=where)
-        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
-            raise ArtifactError(f"entry for {rel!r} has no sha256", path=where)
-        _check_suffix(directory / rel)
-        listed.add(rel)
-
+    if version < FORMAT_VERSION:
+        raise ArtifactError(
+            f"format_version {version} predates sealed manifests (this hybridroute reads "
+            f"{FORMAT_VERSION}); save the classifier again with hybridroute {__version__} "
+            "(e.g. `hybridroute train`)",
+            path=where,
+        )
+    manifest = _checked(verify(manifest, path=where, what="model manifest"), directory)
+    files = manifest["files"]
+    listed = set(files)
     present = set(_walk_files(directory)) - {MANIFEST_NAME}
     for rel in sorted(present - listed):
         raise ArtifactError(
@@ -524,6 +650,13 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
                 f"checksum does not match {MANIFEST_NAME}; the file was changed after saving",
                 path=str(full),
             )
+    actual = _fingerprint(manifest, directory)
+    if actual != manifest["fingerprint"]:
+        raise ArtifactError(
+            f"field 'fingerprint' ({manifest['fingerprint'][:12]}…) is not the model "
+            f"fingerprint its manifest gives ({actual[:12]}…)",
+            path=where,
+        )
     return manifest
 
 
@@ -543,13 +676,14 @@ def load_classifier(path: str | Path) -> IntentClassifier:
     -------
     IntentClassifier
         The fitted classifier, with ``training_fingerprint_`` (``None`` when none was
-        recorded) and ``manifest_`` (the manifest) set.
+        recorded) and ``manifest_`` (the verified manifest, whose ``fingerprint`` is the
+        model fingerprint) set.
 
     Raises
     ------
     ArtifactError
-        The directory is missing, tampered, incomplete, of an unknown kind or of a newer
-        format version.
+        The directory is missing, tampered, incomplete, of an unknown kind, of another
+        format version, or signed / unsigned against the signing rules.
     """
     directory = Path(path)
     manifest = read_manifest(directory)

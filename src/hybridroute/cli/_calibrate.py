@@ -8,6 +8,11 @@ so a certificate is computed on data the calibrator never saw. The fitting itsel
 :func:`hybridroute.calibration.fit_policy`; this command loads the set and the model,
 carves the split, checks the model was not trained on it, and prints the summary.
 
+The policy records the fingerprint of ``--model`` (``model_fingerprint``), so that
+``hybridroute router build`` and every bundle load refuse to pair it with another model. It
+is sealed, and signed when ``HYBRIDROUTE_SIGNING_KEY`` is set (the model must then be
+signed too, or it is refused when loaded).
+
 numpy, pandas and scikit-learn come in with the dataset and classifier packages, so those
 imports stay inside the command function.
 """
@@ -157,6 +162,8 @@ def calibrate(
     ds = load_dataset(dataset, **options)
     clf = load_classifier(model)
     classes = [str(c) for c in clf.classes_]  # type: ignore[attr-defined]
+    # the policy is bound to exactly this model (its verified manifest's fingerprint)
+    model_fingerprint = clf.fingerprint()
 
     carved = False
     if split != "calibration" and split not in ds.splits:
@@ -226,6 +233,7 @@ def calibrate(
             "model_kind": getattr(clf, "kind", type(clf).__name__),
             "model_training_fingerprint": getattr(clf, "training_fingerprint_", None),
         },
+        model_fingerprint=model_fingerprint,
     )
     policy.save(out)
     summary = _summary(policy, out)
@@ -263,6 +271,8 @@ def _summary(policy: Any, out: Path) -> dict[str, Any]:
         if not doc["evidence"]
         else {k: v["threshold"] for k, v in doc["evidence"]["sources"].items()},
         "content_sha256": doc["content_sha256"],
+        "signed": "signature" in doc,
+        "model_fingerprint": doc["model_fingerprint"],
     }
 
 
@@ -276,7 +286,9 @@ def _fmt(v: Any) -> str:
 
 def _print(s: dict[str, Any]) -> None:
     lines = [
-        f"policy written to {s['out']} (sha256 {s['content_sha256'][:12]})",
+        f"policy written to {s['out']} (sha256 {s['content_sha256'][:12]}, "
+        f"{'signed' if s['signed'] else 'not signed'})",
+        f"model            {s['model_fingerprint'][:12]} (the policy is bound to it)",
         f"objective        {s['objective']}"
         + (f" (target {_fmt(s['target'])}, delta {_fmt(s['delta'])})" if s["target"] else ""),
         f"calibrator       {s['calibrator']}"

@@ -87,9 +87,12 @@ def demo(
 
         step(1)
         from ..classifiers import LocalClassifier
+        from ..classifiers._persistence import classifier_fingerprint
 
         clf = LocalClassifier(random_state=seed).fit(train.texts, train.y)
-        clf.save(out / "model", training_fingerprint=train.fingerprint, overwrite=True)
+        model_dir = clf.save(out / "model", training_fingerprint=train.fingerprint, overwrite=True)
+        # the policy is bound to the saved model, as `hybridroute calibrate` binds it
+        model_fingerprint = classifier_fingerprint(model_dir)
 
         step(2)
         from ..calibration import fit_policy
@@ -111,6 +114,7 @@ def demo(
                 "calibration_split_fingerprint": cal.fingerprint,
                 "model_training_fingerprint": train.fingerprint,
             },
+            model_fingerprint=model_fingerprint,
         )
         policy.save(out / "policy.json")
 

@@ -1,8 +1,14 @@
-"""``hybridroute router build``: assemble a router bundle from its parts."""
+"""``hybridroute router build``: assemble a router bundle from its parts.
+
+The parts are verified as they are read (the model's and the policy's seals, and their
+signatures when ``HYBRIDROUTE_SIGNING_KEY`` is set), and the policy must be the one fitted
+on ``--model``: a policy that records another model's fingerprint, or none, is refused
+(exit 2, naming the policy file, the field and both fingerprints). The bundle is sealed,
+and signed when the key is set.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -30,25 +36,38 @@ def build(
     force: bool = typer.Option(False, "--force", help="Replace an existing bundle directory."),
 ) -> None:
     """Build a router bundle (rules + classifier + policy + label map + manifest)."""
+    from .. import _safeio
+    from .._integrity import signing_key
     from ..calibration import Policy
     from ..classifiers import load_classifier
     from ..router import HybridRouter
+    from ..router._bundle import DESTINATIONS_MAX_BYTES, check_model_binding
     from ..rules import load_rules
 
     mapping = None
     if destinations is not None:
-        try:
-            mapping = json.loads(destinations.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UserInputError(f"{destinations}: not a readable JSON object ({exc})") from None
-        if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
+        mapping = _safeio.read_json(
+            destinations, limit=DESTINATIONS_MAX_BYTES, what="destinations file"
+        )
+        if not isinstance(mapping, dict):
             raise UserInputError(
                 f"{destinations}: must be a JSON object of label -> destination strings"
             )
+        for label, dest in mapping.items():
+            if not isinstance(dest, str) or not dest:
+                raise UserInputError(
+                    f"{destinations}: label {label!r} must map to a destination name, got {dest!r}"
+                )
+    clf = load_classifier(model)
+    pol = Policy.load(policy)
+    # strict: a policy built for another model (or for none recorded) never gets bundled
+    check_model_binding(
+        pol, clf, strict=True, policy_source=str(policy), model_source=f"--model {model}"
+    )
     router = HybridRouter(
         rules=load_rules(rules),
-        classifier=load_classifier(model),
-        policy=Policy.load(policy),
+        classifier=clf,
+        policy=pol,
         destinations=mapping,
         name=name,
         version=version,
@@ -56,9 +75,10 @@ def build(
         fallback_destination=fallback_destination,
     )
     path = router.save(out, overwrite=force)
+    signed = "signed" if signing_key() is not None else "sealed, not signed"
     typer.echo(
         f"router {name} {version} written to {path} ({len(router.classes)} labels, "
-        f"{len(router.rules)} rules)"
+        f"{len(router.rules)} rules; model {clf.fingerprint()[:12]}; {signed})"
     )
 
 

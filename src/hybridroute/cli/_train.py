@@ -10,6 +10,10 @@ Which rows go where:
   never trained on; a set that has a ``calibration`` split keeps it out of training too;
 * the ``test`` split, when there is one, is scored: accuracy and macro-F1.
 
+The saved manifest is sealed and records the model fingerprint (printed, and in
+``--json`` as ``model_fingerprint``) that ``hybridroute calibrate`` binds its policy to;
+with ``HYBRIDROUTE_SIGNING_KEY`` set it is also signed.
+
 The classifier kinds are built by one small function each: ``local`` here,
 ``llm`` by :func:`hybridroute.classifiers._llm.configure_from_cli` (no request is made to
 configure it), and ``cascade`` from those two and the escalation threshold
@@ -461,12 +465,13 @@ def train(
     elif rows.test is not None:
         report["n_test"] = len(rows.test[0])
 
+    # nothing time-dependent goes into the manifest (the wall time stays in the report),
+    # so the same data, options and seed give a byte-identical model directory
     metadata = {
         "trained_by": "hybridroute train",
         "seed": seed,
         **rows.notes,
         "n_train": report["n_train"],
-        "train_seconds": report["train_seconds"],
     }
     if report["evaluated"]:
         metadata["test"] = {
@@ -476,11 +481,27 @@ def train(
         out, training_fingerprint=rows.fingerprint, metadata=metadata, overwrite=force
     )
     report["out"] = str(saved)
+    # what `hybridroute calibrate` records and a router bundle checks the policy against
+    report["model_fingerprint"] = _saved_fingerprint(saved)
+    report["signed"] = _signed()
 
     if as_json:
         typer.echo(json.dumps(report, indent=2, sort_keys=False))
         return
     _print_report(report, rows)
+
+
+def _saved_fingerprint(directory: Path) -> str:
+    from ..classifiers._persistence import classifier_fingerprint
+
+    return classifier_fingerprint(directory)
+
+
+def _signed() -> bool:
+    from .._integrity import signing_key
+
+    # save_classifier signs exactly when a key is set (and loading then demands it)
+    return signing_key() is not None
 
 
 def _print_report(report: dict[str, Any], rows: _Rows) -> None:
@@ -518,4 +539,7 @@ def _print_report(report: dict[str, Any], rows: _Rows) -> None:
         echo(f"test: not scored ({report['n_test']:,} rows; pass --evaluate to score them)")
     else:
         echo("test: the dataset has no test split")
-    echo(f"saved to {report['out']}")
+    echo(
+        f"saved to {report['out']} (model {report['model_fingerprint'][:12]}, "
+        f"{'signed' if report['signed'] else 'not signed'})"
+    )
