@@ -10,6 +10,8 @@ import math
 import os
 import subprocess
 import sys
+import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -118,6 +120,11 @@ def test_few_shot_examples_are_seeded_and_per_label():
         ({"confidence": "logprobs"}, ["a"], ["x"], "needs a JSON mode"),
         ({"confidence": "self_consistency", "n_samples": 1}, ["a"], ["x"], "n_samples >= 2"),
         ({"max_concurrency": 0}, ["a"], ["x"], "max_concurrency must be >= 1"),
+        ({"max_response_bytes": 0}, ["a"], ["x"], "max_response_bytes must be a positive"),
+        ({"max_response_bytes": -1}, ["a"], ["x"], "max_response_bytes must be a positive"),
+        ({"max_response_bytes": 1.5}, ["a"], ["x"], "max_response_bytes must be a positive"),
+        ({"max_response_bytes": True}, ["a"], ["x"], "max_response_bytes must be a positive"),
+        ({"max_response_bytes": "1MB"}, ["a"], ["x"], "max_response_bytes must be a positive"),
         ({"extra_params": {"api_key": "sk-123"}}, ["a"], ["x"], "must not carry credentials"),
         (
             {"prompt": PromptTemplate(label_descriptions={"ghost": "?"})},
@@ -241,6 +248,160 @@ def test_works_when_called_inside_a_running_event_loop(server):
     assert asyncio.run(inside()) == (["card_arrival"], "refund")
 
 
+# --------------------------------------------------------------------------- response byte limit
+
+MIB = 1 << 20
+CAPPED_MODELS = ["openai/gpt-4o-mini", "hosted_vllm/standin"]  # the SDK route, litellm's handler
+
+
+def huge_server(**kw) -> StandInLLM:
+    return StandInLLM(
+        LabelMapPolicy(TRAIN, confidence=0.8), labels=LABELS, faults={"huge_body": 1.0}, **kw
+    )
+
+
+ONE_REQUEST_EACH = RetrySettings(max_transport_retries=3, timeout=10, backoff_initial=0.001)
+
+
+@pytest.mark.parametrize("model", CAPPED_MODELS)
+@pytest.mark.parametrize(
+    ("encoding", "declared"), [(None, False), (None, True), ("gzip", False), ("gzip", True)]
+)
+def test_a_30_mib_body_is_an_abstention_in_bounded_time_and_memory(model, encoding, declared):
+    """Before the cap, litellm read, held and parsed all 30 MiB (peak ~70 MB) and answered."""
+    with huge_server(
+        huge_body_bytes=30 * MIB, huge_body_encoding=encoding, huge_body_declared=declared
+    ) as server:
+        clf = fitted(server, model=model, retry=ONE_REQUEST_EACH)
+        clf.classify(["warm up the client stack"])  # litellm's first use allocates a lot
+        tracemalloc.start()
+        try:
+            started = time.perf_counter()
+            batch = clf.classify(["where is my card", "give my money back"])
+            seconds = time.perf_counter() - started
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert [item.abstain_reason for item in batch.items] == ["provider_error"] * 2
+    for item in batch.items:
+        assert item.label is None and "max_response_bytes" in item.detail
+        assert item.usage.requests == 1  # not retried: the endpoint would send it again
+    assert batch.report.request_outcomes == {"response_too_large": 2}
+    assert batch.report.abstentions == {"provider_error": 2}
+    assert seconds < 5, seconds
+    assert peak < 8 * MIB, peak  # server thread included; the body alone would be 30 MiB
+
+
+@pytest.mark.parametrize("model", CAPPED_MODELS)
+@pytest.mark.parametrize("encoding", [None, "gzip"])
+@pytest.mark.parametrize(
+    ("limit", "size", "accepted"),
+    [
+        (MIB, MIB, True),
+        (MIB, MIB - 1024, True),
+        (MIB, MIB + 1, False),
+        (50_000, 50_000, True),
+        (50_000, 50_001, False),
+        (50_000, 2 * MIB, False),
+    ],
+)
+def test_a_body_within_the_limit_still_parses(model, encoding, limit, size, accepted):
+    with huge_server(huge_body_bytes=size, huge_body_encoding=encoding) as server:
+        clf = fitted(server, model=model, retry=ONE_REQUEST_EACH, max_response_bytes=limit)
+        batch = clf.classify(["where is my card", "give my money back"])
+    if accepted:
+        assert [item.label for item in batch.items] == ["card_arrival", "refund"]
+        assert batch.report.request_outcomes == {"answered": 2}
+    else:
+        assert [item.abstain_reason for item in batch.items] == ["provider_error"] * 2
+        assert batch.report.request_outcomes == {"response_too_large": 2}
+
+
+def test_the_limit_can_be_switched_off():
+    with huge_server(huge_body_bytes=2 * MIB) as server:
+        clf = fitted(server, retry=ONE_REQUEST_EACH, max_response_bytes=None)
+        assert clf.classify(["where is my card"]).items[0].label == "card_arrival"
+
+
+def test_a_hostile_endpoint_does_not_stop_the_batch_or_poison_the_next_request():
+    """Huge bodies for some requests, answers for the rest: the refused connections are
+    closed, and the requests after them on the same client read their own answers."""
+    with StandInLLM(
+        LabelMapPolicy(TRAIN, confidence=0.8),
+        labels=LABELS,
+        faults={"huge_body": 0.5},
+        seed=3,
+        huge_body_bytes=4 * MIB,
+    ) as server:
+        clf = fitted(server, retry=ONE_REQUEST_EACH, max_concurrency=1)
+        texts = [f"{t} #{i}" for i in range(12) for t in ("where is my card", "refund")]
+        batch = clf.classify(texts)
+        stats = server.stats()
+    assert stats["huge_body"] > 0 and stats["ok"] > 0
+    assert batch.report.request_outcomes == {
+        "response_too_large": stats["huge_body"],
+        "answered": stats["ok"],
+    }
+    assert all(item.label is None or item.label in LABELS for item in batch.items)
+
+
+def test_litellms_experimental_openai_handler_switch_is_capped_too(monkeypatch):
+    """With this litellm switch the OpenAI route ignores an SDK client; the seam then
+    hands litellm its handler instead, so the limit still holds."""
+    monkeypatch.setenv("EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER", "true")
+    with huge_server(huge_body_bytes=30 * MIB) as server:
+        batch = fitted(server, retry=ONE_REQUEST_EACH).classify(["where is my card"])
+    assert batch.report.request_outcomes == {"response_too_large": 1}
+    with huge_server(huge_body_bytes=1000) as server:
+        batch = fitted(server, retry=ONE_REQUEST_EACH).classify(["where is my card"])
+    assert batch.items[0].label == "card_arrival"
+
+
+def test_a_process_that_asked_the_llm_exits_cleanly():
+    """The shared clients are closed at exit: no unclosed-session noise on stderr."""
+    code = (
+        "from hybridroute.classifiers import LLMClassifier\n"
+        "from hybridroute.testing import LabelMapPolicy, StandInLLM\n"
+        "with StandInLLM(LabelMapPolicy({'a': 'x'}), labels=['x', 'y']) as s:\n"
+        "    c = LLMClassifier('openai/gpt-4o-mini', api_base=s.api_base).fit(['a'], ['x'])\n"
+        "    print(c.predict(['a'])[0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "x", done.stderr
+    assert "Exception ignored" not in done.stderr and "Unclosed" not in done.stderr
+
+
+def test_sync_batches_reuse_the_seams_clients(server):
+    from hybridroute.classifiers._llm import _BackgroundLoop
+
+    clf = fitted(server)
+    clf.classify(["where is my card"])
+    shared = _BackgroundLoop._clients
+    clients = dict(shared._clients)
+    clf.classify(["give my money back"])
+    fitted(server).classify(["top up failed"])
+    assert _BackgroundLoop._clients is shared and shared._clients == clients
+    assert all(not c._client.is_closed for c in clients.values() if hasattr(c, "_client"))
+
+
+def test_a_batch_on_the_callers_loop_closes_its_clients(server, monkeypatch):
+    from hybridroute.classifiers import _llm_seam
+
+    closed: list[int] = []
+    original = _llm_seam.ClientCache.aclose
+
+    async def counting(self):
+        closed.append(len(self))
+        await original(self)
+
+    monkeypatch.setattr(_llm_seam.ClientCache, "aclose", counting)
+    batch = asyncio.run(fitted(server).aclassify(["where is my card", "refund"]))
+    assert [item.abstained for item in batch.items] == [False, False]
+    assert closed == [2]  # its handler and its SDK client, closed when the batch ended
+
+
 # --------------------------------------------------------------------------- cache
 
 
@@ -289,6 +450,44 @@ def test_abstentions_are_not_cached(tmp_path):
         fitted(server, cache_dir=tmp_path, retry=settings).classify(["x"])
         fitted(server, cache_dir=tmp_path, retry=settings).classify(["x"])
         assert server.stats()["requests"] == 2
+
+
+TAMPERED = {
+    "duplicate-keys": '{"scores": [["refund", 0.9]], "scores": [["delete_everything", 1.0]]}',
+    "outside-label-set": '{"scores": [["delete_everything", 1.0]]}',
+    "no-scores": '{"scores": []}',
+    "nan-score": '{"scores": [["refund", NaN]]}',
+    "score-above-one": '{"scores": [["refund", 7.5]]}',
+    "not-an-object": '[["refund", 0.9]]',
+    "not-json": '{"scores": [["refund", 0.9]',
+    "deep": '{"scores": ' + "[" * 200 + "]" * 200 + "}",
+    "huge-int": '{"scores": [["refund", ' + "9" * 5000 + "]]}",
+    "oversized": '{"scores": [["refund", 0.9]], "pad": "' + "x" * 200_000 + '"}',
+    "source-not-text": '{"scores": [["refund", 0.9]], "confidence_source": 5}',
+}
+
+
+@pytest.mark.parametrize("value", list(TAMPERED.values()), ids=list(TAMPERED))
+def test_a_tampered_cache_row_is_a_miss_with_a_warning(server, tmp_path, value):
+    import sqlite3
+    import warnings
+
+    from hybridroute.classifiers._llm_cache import CACHE_FILENAME
+
+    texts = ["where is my card", "give my money back"]
+    fitted(server, cache_dir=tmp_path).classify(texts)
+    with sqlite3.connect(tmp_path / CACHE_FILENAME) as conn:
+        conn.execute("UPDATE answers SET value = ?", (value,))
+    server.reset_stats()
+    with pytest.warns(RuntimeWarning, match=r"2 stored answer\(s\) are malformed or outside"):
+        again = fitted(server, cache_dir=tmp_path).classify(texts)
+    assert [item.label for item in again.items] == ["card_arrival", "refund"]
+    assert not any(item.cached for item in again.items)
+    assert server.stats()["requests"] == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the new answers replaced the rows
+        third = fitted(server, cache_dir=tmp_path).classify(texts)
+    assert all(item.cached for item in third.items)
 
 
 # --------------------------------------------------------------------------- accounting
@@ -348,6 +547,7 @@ def test_thousand_texts_with_ten_percent_of_each_fault(tmp_path):
         retry_after=0.01,
         slow_seconds=0.02,
         hang_seconds=30,
+        huge_body_bytes=1 << 20,
     ) as server:
         clf = LLMClassifier(
             "openai/gpt-4o-mini",
@@ -355,6 +555,7 @@ def test_thousand_texts_with_ten_percent_of_each_fault(tmp_path):
             retry=settings,
             max_concurrency=64,
             cache_dir=tmp_path,
+            max_response_bytes=1 << 16,  # huge bodies refused after 64 KiB: cheap to run
         ).fit(list(TRAIN), list(TRAIN.values()))
         batch = clf.classify(texts)
         stats = server.stats()
@@ -376,7 +577,10 @@ def test_thousand_texts_with_ten_percent_of_each_fault(tmp_path):
     assert set(report.abstentions) == reasons
     for kind in ("slow", *EXCLUSIVE_FAULTS):
         assert stats[kind] > 0, kind
-    assert report.n_answered > 600
+    # A refused body ends its item at once (it is not retried), so with 10% of requests
+    # huge about a quarter of the items (2-3 requests each) abstain with provider_error.
+    assert 0 < report.request_outcomes["response_too_large"] <= report.abstentions["provider_error"]
+    assert report.n_answered > 400
 
 
 # --------------------------------------------------------------------------- configuration
@@ -409,6 +613,16 @@ def test_config_round_trip_and_no_key_anywhere(tmp_path, monkeypatch):
             assert "sk-very-secret-value" not in path.read_text()
     with pytest.raises(ValueError, match="unknown LLMClassifier config key"):
         LLMClassifier.from_config({**config, "api_key": "sk"})
+    assert config["max_response_bytes"] == 1 << 20
+    small = LLMClassifier.from_config({**config, "max_response_bytes": 4096})
+    assert small.max_response_bytes == 4096
+    older = {k: v for k, v in config.items() if k != "max_response_bytes"}  # saved before
+    assert LLMClassifier.from_config(older).max_response_bytes == 1 << 20
+    assert (
+        LLMClassifier.from_config({**config, "max_response_bytes": None}).max_response_bytes is None
+    )
+    with pytest.raises(ValueError, match="max_response_bytes must be a positive"):
+        LLMClassifier.from_config({**config, "max_response_bytes": 0})
 
 
 def test_get_and_set_params():
@@ -439,6 +653,11 @@ def test_configure_from_cli(tmp_path):
     assert info.value.field == "versoin"
     with pytest.raises(SpecError, match="unknown mode"):
         configure_from_cli(list(TRAIN), list(TRAIN.values()), model="m", mode="xml")
+    assert clf.max_response_bytes == 1 << 20
+    small = configure_from_cli(["a"], ["x"], model="m", max_response_bytes=4096)
+    assert small.max_response_bytes == 4096
+    with pytest.raises(SpecError, match="max_response_bytes must be a positive integer"):
+        configure_from_cli(["a"], ["x"], model="m", max_response_bytes=0)
 
 
 def test_item_results_round_trip_through_the_cache_format():

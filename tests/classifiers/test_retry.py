@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import re
 import time
 
 import httpx
@@ -31,7 +32,7 @@ from hybridroute.classifiers._retry import (
     ask_with_budgets,
 )
 from hybridroute.exceptions import LLMLabelError, LLMTimeoutError, LLMTransportError
-from hybridroute.testing import LabelMapPolicy, StandInLLM
+from hybridroute.testing import EXCLUSIVE_FAULTS, LabelMapPolicy, StandInLLM
 
 LABELS = ("card_arrival", "refund", "top_up")
 
@@ -190,6 +191,10 @@ def test_label_failure_is_repaired_once_with_feedback():
         ([invalid(), transport(), transport(), transport(), transport()], LLMTransportError, 5),
         ([transport("rejected", retryable=False)], LLMTransportError, 1),
         ([transport("rate_limit", retry_after=120.0)], LLMTransportError, 1),
+        ([transport("response_too_large", retryable=False)], LLMTransportError, 1),
+        ([transport("bad_response", retryable=False)], LLMTransportError, 1),
+        ([transport(), transport("response_too_large", retryable=False)], LLMTransportError, 2),
+        ([invalid(), transport("response_too_large", retryable=False)], LLMTransportError, 2),
     ],
 )
 def test_budgets_end_in_one_documented_exception(outcomes, error, attempts):
@@ -206,6 +211,26 @@ def test_budgets_end_in_one_documented_exception(outcomes, error, attempts):
         }[error]
     )
     assert exc.usage["requests"] == attempts
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("rejected", "request rejected: TRANSPORT-SECRET rejected"),
+        ("response_too_large", "not retried (response_too_large): TRANSPORT-SECRET"),
+        ("bad_response", "not retried (bad_response): TRANSPORT-SECRET"),
+    ],
+)
+def test_a_failure_that_is_not_retried_says_why(kind, says):
+    """An oversized body is not retried, even with budget left: the same endpoint would
+    send the same body again."""
+    sleeps: list[float] = []
+    settings = RetrySettings(max_transport_retries=5, backoff_initial=0.1, jitter=0.0)
+    with pytest.raises(LLMTransportError, match=r"^" + re.escape(says)) as info:
+        run(Script([transport(kind, retryable=False), answered()]), settings, sleeps)
+    assert info.value.attempts == 1 and sleeps == []
+    assert info.value.reason_code == "provider_error"
+    assert info.value.last_response.startswith(f"{kind}: ")
 
 
 def test_label_error_keeps_the_last_answer_for_diagnosis():
@@ -430,18 +455,23 @@ def classifier(server, **kw):
     )
 
 
-@pytest.mark.parametrize(
-    ("fault", "reason", "requests_per_item"),
-    [
-        ("rate_limit", "provider_error", 3),
-        ("server_error", "provider_error", 3),
-        ("truncated", "provider_error", 3),
-        ("empty_choices", "provider_error", 3),
-        ("hang", "timeout", 3),
-        ("malformed_json", "invalid_label", 2),
-        ("out_of_set", "invalid_label", 2),
-    ],
-)
+FAULT_BUDGETS = [
+    ("rate_limit", "provider_error", 3),
+    ("server_error", "provider_error", 3),
+    ("truncated", "provider_error", 3),
+    ("empty_choices", "provider_error", 3),
+    ("hang", "timeout", 3),
+    ("malformed_json", "invalid_label", 2),
+    ("out_of_set", "invalid_label", 2),
+    ("huge_body", "provider_error", 1),  # a 30 MiB body: refused at 1 MiB, never retried
+]
+
+
+def test_every_fault_kind_has_its_budget_checked():
+    assert {fault for fault, _, _ in FAULT_BUDGETS} == set(EXCLUSIVE_FAULTS)
+
+
+@pytest.mark.parametrize(("fault", "reason", "requests_per_item"), FAULT_BUDGETS)
 def test_each_fault_kind_spends_exactly_its_budget(fault, reason, requests_per_item):
     with StandInLLM(
         LabelMapPolicy(TRUTH), labels=LABELS, faults={fault: 1.0}, retry_after=0.01, hang_seconds=30

@@ -335,6 +335,131 @@ def test_fault_rates_are_honoured_over_many_requests():
         assert 20 <= stats[kind] <= 65, (kind, stats)
 
 
+MIB = 1 << 20
+
+
+def post_raw(server, body: dict, timeout: float = 10.0) -> tuple[httpx.Response, bytes]:
+    """POST and read the body as sent on the wire (no decoding), bounded by ``timeout``."""
+    with _CLIENT.stream(
+        "POST", server.api_base + "/chat/completions", json=body, timeout=timeout
+    ) as response:
+        return response, b"".join(response.iter_raw())
+
+
+@pytest.mark.parametrize("size", [0, 1000, 200_000, 3 * MIB + 7])
+@pytest.mark.parametrize("mode", ["tools", "json"])
+def test_huge_body_fault_sends_a_valid_answer_of_the_given_size(size, mode):
+    body = tools_body("give my money back") if mode == "tools" else json_body("give my money back")
+    policy = LabelMapPolicy({"give my money back": "refund"})
+    with StandInLLM(policy, labels=LABELS, faults={"huge_body": 1.0}, huge_body_bytes=size) as s:
+        response, raw = post_raw(s, body)
+        assert s.stats()["huge_body"] == 1
+    assert response.status_code == 200
+    assert "content-length" not in response.headers  # chunked: size known only by reading
+    answer = json.loads(raw)
+    assert len(raw) == max(size, len(json.dumps(answer)))
+    assert raw.endswith(b"}") and raw[: max(0, size - len(json.dumps(answer)))].strip() == b""
+    message = answer["choices"][0]["message"]
+    content = (
+        message["tool_calls"][0]["function"]["arguments"]
+        if mode == "tools"
+        else (message["content"])
+    )
+    assert json.loads(content)["label"] == "refund"
+
+
+def test_huge_body_fault_can_declare_its_length():
+    with StandInLLM(
+        labels=LABELS, faults={"huge_body": 1.0}, huge_body_bytes=2 * MIB, huge_body_declared=True
+    ) as s:
+        response, raw = post_raw(s, tools_body("x"))
+    assert int(response.headers["content-length"]) == len(raw) == 2 * MIB
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_huge_body_fault_can_be_a_gzip_bomb(declared):
+    import gzip
+
+    with StandInLLM(
+        labels=LABELS,
+        faults={"huge_body": 1.0},
+        huge_body_bytes=30 * MIB,
+        huge_body_encoding="gzip",
+        huge_body_declared=declared,
+    ) as s:
+        response, raw = post_raw(s, tools_body("x"))
+    assert response.headers["content-encoding"] == "gzip"
+    assert len(raw) < 100_000  # a few KB on the wire ...
+    inflated = gzip.decompress(raw)
+    assert len(inflated) == 30 * MIB  # ... that inflate to 30 MiB of valid JSON
+    assert json.loads(inflated)["object"] == "chat.completion"
+    assert ("content-length" in response.headers) is declared
+
+
+def test_a_client_hanging_up_mid_body_leaves_the_server_serving():
+    import time
+
+    with StandInLLM(
+        labels=LABELS, faults={"huge_body": 0.5}, seed=5, huge_body_bytes=30 * MIB
+    ) as s:
+        started = time.perf_counter()
+        hung_up = 0
+        for i in range(10):
+            with (
+                httpx.Client(timeout=10) as client,
+                client.stream(
+                    "POST", s.api_base + "/chat/completions", json=tools_body(f"t{i}")
+                ) as response,
+            ):
+                received = 0
+                for chunk in response.iter_raw():
+                    received += len(chunk)
+                    if received > 100_000:
+                        hung_up += 1
+                        break  # hang up, as a capped client does
+        assert hung_up > 0
+        assert post(s, tools_body("after")).status_code == 200  # still serving
+        stats = s.stats()
+    assert stats["requests"] == 11 and stats["huge_body"] == hung_up
+    assert time.perf_counter() - started < 20
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"huge_body_encoding": "br"}, "huge_body_encoding must be None or 'gzip'"),
+        ({"huge_body_bytes": -1}, "huge_body_bytes must be >= 0"),
+        ({"huge_body_bytes": 1.5}, "huge_body_bytes must be an integer"),
+        ({"huge_body_bytes": True}, "huge_body_bytes must be an integer"),
+    ],
+)
+def test_huge_body_settings_are_validated(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        StandInLLM(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"model": "m", "messages": [], "messages": [{"role": "user", "content": "x"}]}',
+        b'{"model": "m", "messages": [' + b"[" * 500 + b"]" * 500 + b"]}",
+        b'{"model": "m", "messages": [], "n": ' + b"9" * 5000 + b"}",
+        b'{"model": "m", "messages": [{"role": "user", "content": "\xff"}]}',
+        b'{"model": "m", "messages": [], "temperature": NaN}',
+    ],
+    ids=["duplicate-key", "deep", "huge-int", "invalid-utf8", "nan"],
+)
+def test_request_bodies_are_read_strictly(server, raw):
+    response = _CLIENT.post(
+        server.api_base + "/chat/completions",
+        content=raw,
+        headers={"Content-Type": "application/json"},
+        timeout=5,
+    )
+    assert response.status_code == 400
+    assert server.stats()["bad_request"] == 1
+
+
 # --------------------------------------------------------------------------- concurrency and lifecycle
 
 

@@ -23,10 +23,12 @@ when a batch actually needs a request.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +77,11 @@ _SECRET_PARAMS = frozenset(
 NO_KEY = "no-key-required"
 
 _CHUNK = 4096  # items scheduled at once (bounds memory for huge batches)
+
+#: Default response byte limit (1 MiB); the same value as
+#: ``_llm_seam.DEFAULT_MAX_RESPONSE_BYTES``, named here so that configuring a classifier
+#: does not import litellm.
+DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
 
 T = TypeVar("T")
 
@@ -201,6 +208,10 @@ class _BackgroundLoop:
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _pid: int | None = None
+    #: The LLM seam's HTTP clients on this loop (a ``_llm_seam.ClientCache``), kept for
+    #: the life of the loop so that batches reuse connections, as litellm's own cache does.
+    _clients: Any = None
+    _exit_hook = False
 
     @classmethod
     def get(cls) -> asyncio.AbstractEventLoop:
@@ -213,7 +224,37 @@ class _BackgroundLoop:
                 )
                 thread.start()
                 cls._loop, cls._thread, cls._pid = loop, thread, os.getpid()
+                cls._clients = None  # clients belong to their loop (and process)
             return cls._loop
+
+    @classmethod
+    def clients_for(cls, loop: asyncio.AbstractEventLoop) -> Any:
+        """The seam's shared client cache when ``loop`` is this background loop, else
+        ``None`` (a caller's own loop: each batch builds and closes its clients)."""
+        with cls._lock:
+            if loop is not cls._loop or cls._pid != os.getpid():
+                return None
+            if cls._clients is None:
+                from ._llm_seam import ClientCache  # imports litellm: only when asking
+
+                cls._clients = ClientCache()
+                if not cls._exit_hook:
+                    atexit.register(cls._close_clients)
+                    cls._exit_hook = True
+            return cls._clients
+
+    @classmethod
+    def _close_clients(cls) -> None:
+        """At exit: close the shared clients on their own loop, so no connection pool is
+        left for the interpreter's teardown to complain about (bounded wait)."""
+        with cls._lock:
+            loop, clients, pid = cls._loop, cls._clients, cls._pid
+            cls._clients = None
+        if clients is None or loop is None or pid != os.getpid() or not loop.is_running():
+            return
+        future = asyncio.run_coroutine_threadsafe(clients.aclose(), loop)
+        with contextlib.suppress(Exception):
+            future.result(timeout=5)
 
 
 def _run_sync(factory: Callable[[], Awaitable[T]]) -> T:
@@ -297,6 +338,15 @@ class LLMClassifier(IntentClassifier):
         Seeds the few-shot draw (jitter is seeded by ``retry.seed``).
     extra_params : mapping or None
         More litellm parameters (e.g. ``{"max_tokens": 50}``); credentials are refused.
+    max_response_bytes : int or None
+        Most bytes one response body may have (default 1 MiB), counted while the body is
+        received -- the rest is never read -- and on the decoded bytes of a compressed
+        body. A larger body is not retried: the item abstains with ``provider_error``
+        after one request. It holds for OpenAI-SDK providers (``openai/...``, any
+        OpenAI-compatible ``api_base``) and for ``anthropic/``, ``ollama/``,
+        ``ollama_chat/`` and ``hosted_vllm/``; other providers (Bedrock, Vertex, Azure,
+        Groq...) are reached through litellm's own clients and are bounded only by the
+        timeout (see :mod:`hybridroute.classifiers._llm_seam`). ``None`` switches it off.
 
     Attributes
     ----------
@@ -344,6 +394,7 @@ class LLMClassifier(IntentClassifier):
         n_examples_per_label: int = 0,
         seed: int = 0,
         extra_params: Mapping[str, Any] | None = None,
+        max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.model = model
         self.api_base = api_base
@@ -360,6 +411,7 @@ class LLMClassifier(IntentClassifier):
         self.n_examples_per_label = n_examples_per_label
         self.seed = seed
         self.extra_params = extra_params
+        self.max_response_bytes = max_response_bytes
 
     # ------------------------------------------------------------------ configuration
 
@@ -403,6 +455,13 @@ class LLMClassifier(IntentClassifier):
             raise ValueError("prompt must be a PromptTemplate")
         if self.retry is not None and not isinstance(self.retry, RetrySettings):
             raise ValueError("retry must be a RetrySettings")
+        limit = self.max_response_bytes
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise ValueError(
+                f"max_response_bytes must be a positive integer or None, got {limit!r}"
+            )
         secret = sorted(set(self.extra_params or {}) & _SECRET_PARAMS)
         if secret:
             raise ValueError(
@@ -510,20 +569,38 @@ class LLMClassifier(IntentClassifier):
         )
         with cache_cm as cache:
             if cache is not None:
+                classes = {str(c) for c in self.classes_}
+                refused = 0
                 for key, value in cache.get_many(unique).items():
-                    with contextlib.suppress(KeyError, TypeError, ValueError):
-                        results[key] = LLMItemResult.from_cache(value)
+                    item = _cached_item(value, classes)
+                    if item is None:
+                        refused += 1
+                    else:
+                        results[key] = item
+                if refused or cache.damaged:
+                    warnings.warn(
+                        f"LLM answer cache {cache.path}: {refused + cache.damaged} stored "
+                        "answer(s) are malformed or outside the label set; treated as "
+                        "misses and asked again (the new answers replace them)",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
             cache_hits = len(results)
             todo = [key for key in unique if key not in results]
             if todo:
-                ask = self._make_ask(method, outcomes)
-                for start in range(0, len(todo), _CHUNK):
-                    chunk = todo[start : start + _CHUNK]
-                    done = await asyncio.gather(*(ask(key, unique[key]) for key in chunk))
-                    for key, result in zip(chunk, done, strict=True):
-                        results[key] = result
-                        if cache is not None and not result.abstained:
-                            cache.put(key, result.to_cache())
+                closers: list[Callable[[], Awaitable[None]]] = []
+                try:
+                    ask = self._make_ask(method, outcomes, closers)
+                    for start in range(0, len(todo), _CHUNK):
+                        chunk = todo[start : start + _CHUNK]
+                        done = await asyncio.gather(*(ask(key, unique[key]) for key in chunk))
+                        for key, result in zip(chunk, done, strict=True):
+                            results[key] = result
+                            if cache is not None and not result.abstained:
+                                cache.put(key, result.to_cache())
+                finally:
+                    for close in closers:  # clients of this batch alone: no socket leaks
+                        await close()
 
         items: list[LLMItemResult] = []
         seen: set[str] = set()
@@ -545,8 +622,12 @@ class LLMClassifier(IntentClassifier):
         return LLMBatch(items=items, report=report)
 
     def _make_ask(
-        self, method: ConfidenceMethod, outcomes: Counter[str]
+        self,
+        method: ConfidenceMethod,
+        outcomes: Counter[str],
+        closers: list[Callable[[], Awaitable[None]]],
     ) -> Callable[[str, str], Awaitable[LLMItemResult]]:
+        """The per-item coroutine; what it opens is closed by awaiting ``closers``."""
         from ._llm_seam import LiteLLMLabelAsker  # the only place litellm gets imported
 
         settings = self._settings()
@@ -562,7 +643,10 @@ class LLMClassifier(IntentClassifier):
             api_key=self._api_key(),
             timeout=settings.timeout,
             extra_params=self.extra_params,
+            max_response_bytes=self.max_response_bytes,
+            clients=_BackgroundLoop.clients_for(asyncio.get_running_loop()),
         )
+        closers.append(asker.aclose)  # closes only clients not kept in the shared cache
         semaphore = asyncio.Semaphore(self.max_concurrency)
         temperature = method.temperature
 
@@ -708,6 +792,7 @@ class LLMClassifier(IntentClassifier):
             "n_examples_per_label": self.n_examples_per_label,
             "seed": self.seed,
             "extra_params": dict(self.extra_params or {}),
+            "max_response_bytes": self.max_response_bytes,
         }
 
     @classmethod
@@ -742,6 +827,7 @@ class LLMClassifier(IntentClassifier):
         "n_examples_per_label",
         "seed",
         "extra_params",
+        "max_response_bytes",
     )
 
     def get_params(self, deep: bool = False) -> dict[str, Any]:
@@ -792,6 +878,21 @@ class LLMClassifier(IntentClassifier):
         return self
 
 
+def _cached_item(value: Any, classes: set[str]) -> LLMItemResult | None:
+    """A cache entry as an item, or ``None`` when it is malformed or names a label outside
+    the label set (a damaged or hand-edited cache must never route)."""
+    try:
+        item = LLMItemResult.from_cache(value)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not item.scores or not isinstance(item.confidence_source, str | None):
+        return None
+    for label, score in item.scores:
+        if label not in classes or not (0.0 <= score <= 1.0):  # also refuses NaN
+            return None
+    return item
+
+
 def _first(failures: Sequence[LLMError], reason: str) -> int:
     return next(i for i, f in enumerate(failures) if f.reason_code == reason)
 
@@ -815,6 +916,7 @@ def configure_from_cli(
     cache_dir: str | os.PathLike[str] | None = None,
     n_examples_per_label: int = 0,
     seed: int = 0,
+    max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> LLMClassifier:
     """Configure and fit an :class:`LLMClassifier` for ``hybridroute train --classifier llm``.
 
@@ -845,6 +947,7 @@ def configure_from_cli(
             cache_dir=None if cache_dir is None else str(Path(cache_dir)),
             n_examples_per_label=n_examples_per_label,
             seed=seed,
+            max_response_bytes=max_response_bytes,
         )
         return clf.fit(texts, labels)
     except ValueError as exc:

@@ -6,7 +6,14 @@ structured-output mode, the confidence method and its settings, and the text. Th
 base and key are not part of it (the same model behind another proxy answers the same).
 Only valid answers are stored; an abstention is asked again on the next run.
 
-Values are JSON; nothing stored can execute code on load.
+Values are JSON, read back through the hardened parser (:func:`hybridroute._safeio.
+parse_json`: no duplicate keys, bounded nesting and integers, no NaN / Infinity, valid
+Unicode), so nothing stored can execute code or exhaust memory on load. A row that fails
+that check (a damaged file, a hand-edited or hostile row) is a **cache miss**, not an
+error: the text is asked again and the new answer replaces the row. Misses of that kind
+are counted (:attr:`AnswerCache.damaged`) so that the classifier can warn about them --
+a cache is an optimisation and must never stop a batch, but a damaged one should not go
+unnoticed. The classifier also refuses rows whose labels are outside its label set.
 """
 
 from __future__ import annotations
@@ -19,6 +26,9 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from .._safeio import parse_json
+from ..exceptions import InputError
 
 __all__ = ["CACHE_FILENAME", "AnswerCache", "cache_key"]
 
@@ -41,12 +51,22 @@ class AnswerCache:
     """A small key -> JSON store in ``<directory>/llm_answers.sqlite3``.
 
     Use as a context manager; writes are committed on :meth:`flush` and on exit.
+
+    Attributes
+    ----------
+    damaged : int
+        Rows that :meth:`get_many` found but could not read (not strict JSON, or not a
+        JSON object): treated as misses.
     """
+
+    #: Longest stored value read back, in characters: a real entry is a few hundred.
+    MAX_VALUE_CHARS = 1 << 16
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.path = Path(directory) / CACHE_FILENAME
         self._conn: sqlite3.Connection | None = None
         self._pending: list[tuple[str, str, float]] = []
+        self.damaged = 0
 
     def __enter__(self) -> AnswerCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,15 +97,29 @@ class AnswerCache:
         for i in range(0, len(wanted), 500):
             chunk = wanted[i : i + 500]
             marks = ",".join("?" * len(chunk))
+            # Only the first MAX_VALUE_CHARS + 1 characters are fetched, so an oversized
+            # row costs no more memory than a legitimate one.
             rows = self._conn.execute(
-                f"SELECT key, value FROM answers WHERE key IN ({marks})", chunk
+                f"SELECT key, substr(value, 1, {self.MAX_VALUE_CHARS + 1}), typeof(value) "
+                f"FROM answers WHERE key IN ({marks})",
+                chunk,
             )
-            for key, value in rows:
-                try:
-                    found[key] = json.loads(value)
-                except json.JSONDecodeError:
-                    continue  # a damaged row is a cache miss, not an error
+            for key, value, kind in rows:
+                parsed = self._parse(value, kind)
+                if parsed is None:
+                    self.damaged += 1  # a damaged row is a cache miss, not an error
+                else:
+                    found[key] = parsed
         return found
+
+    def _parse(self, value: Any, kind: str) -> dict[str, Any] | None:
+        if kind != "text" or not isinstance(value, str) or len(value) > self.MAX_VALUE_CHARS:
+            return None
+        try:
+            parsed = parse_json(value, source=str(self.path), what="cached LLM answer")
+        except InputError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         """Queue one value; written on the next :meth:`flush` (every 64 puts)."""

@@ -18,7 +18,10 @@ never stopped by one item.
 
 The budgets are per question and exact: at most ``1 + max_transport_retries +
 max_label_repairs`` requests (:attr:`RetrySettings.max_requests`). A request rejected for
-good (401, 403, 404, 400) is not retried at all.
+good (401, 403, 404, 400) is not retried at all, nor is a response whose body the seam
+refused (``response_too_large``: over the response byte limit; ``bad_response`` in a
+content coding that cannot be decoded within it), since the same endpoint would send the
+same body again; both end the question at once with ``provider_error``.
 """
 
 from __future__ import annotations
@@ -205,8 +208,10 @@ class TransportFailure:
     """One request that did not produce an answer (never shown to the model).
 
     ``kind`` is one of ``rate_limit``, ``server_error``, ``connection``, ``timeout``,
-    ``bad_response``, ``empty_response``, ``rejected``; ``retryable`` is false for a
-    request rejected for good (``rejected``: 400/401/403/404...).
+    ``bad_response``, ``empty_response``, ``rejected``, ``response_too_large``;
+    ``retryable`` is false for a request rejected for good (``rejected``:
+    400/401/403/404...) and for a body refused by the response byte limit
+    (``response_too_large``, or ``bad_response`` for an undecodable coding).
     """
 
     kind: str
@@ -306,7 +311,12 @@ async def ask_with_budgets(
         if isinstance(result, TransportFailure):
             transport_failures += 1
             if not result.retryable:
-                raise _give_up(result, f"request rejected: {result.detail}", usage, usage.requests)
+                what = (
+                    "request rejected"
+                    if result.kind == "rejected"
+                    else f"not retried ({result.kind})"
+                )
+                raise _give_up(result, f"{what}: {result.detail}", usage, usage.requests)
             if transport_failures > settings.max_transport_retries:
                 raise _give_up(
                     result,

@@ -24,6 +24,11 @@ kind                what the client sees
 ``out_of_set``      HTTP 200 with a label outside the label set
 ``empty_choices``   HTTP 200 with ``"choices": []``
 ``truncated``       HTTP 200 whose body stops half-way (the connection is dropped)
+``huge_body``       HTTP 200 with a valid answer preceded by whitespace, ``huge_body_bytes``
+                    in all (30 MiB by default), sent in chunks without a ``Content-Length``
+                    (or with one, ``huge_body_declared``), optionally gzip-compressed
+                    (``huge_body_encoding="gzip"``: a few KB on the wire that inflate to the
+                    full size); sending stops when the client hangs up
 ==================  =======================================================================
 
 The exclusive kinds (all but ``slow``) partition one uniform draw, so their rates must sum
@@ -53,12 +58,16 @@ import math
 import re
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from .._safeio import parse_json
+from ..exceptions import InputError
 
 __all__ = [
     "EXCLUSIVE_FAULTS",
@@ -83,6 +92,7 @@ EXCLUSIVE_FAULTS: tuple[str, ...] = (
     "out_of_set",
     "empty_choices",
     "truncated",
+    "huge_body",  # last, so that adding it left the draws of the kinds above unchanged
 )
 #: Every fault kind the stand-in knows (``slow`` is a modifier drawn on its own).
 FAULT_KINDS: tuple[str, ...] = ("slow", *EXCLUSIVE_FAULTS)
@@ -294,9 +304,11 @@ def _extract_labels(body: Mapping[str, Any]) -> tuple[str, ...]:
         match = _ENUM_RE.search(_content_text(message.get("content")))
         if match:
             try:
-                return tuple(str(v) for v in json.loads(match.group(1)))
-            except json.JSONDecodeError:
+                values = parse_json(match.group(1), what="label enum")
+            except InputError:
                 continue
+            if isinstance(values, list):
+                return tuple(str(v) for v in values)
     return ()
 
 
@@ -333,6 +345,14 @@ class StandInLLM:
         Port to bind on 127.0.0.1; 0 picks a free one.
     record : int
         Keep the bodies of the last ``record`` requests (:attr:`requests`), for tests.
+    huge_body_bytes : int
+        Size of a ``huge_body`` answer before any compression (whitespace, then the
+        answer); an answer longer than this is sent as it is.
+    huge_body_encoding : {None, "gzip"}
+        Compress ``huge_body`` answers (``Content-Encoding: gzip``).
+    huge_body_declared : bool
+        Send a ``Content-Length`` with ``huge_body`` answers (default: chunked, so the
+        client learns the size only by reading).
 
     Notes
     -----
@@ -355,7 +375,21 @@ class StandInLLM:
         hang_seconds: float = 30.0,
         port: int = 0,
         record: int = 0,
+        huge_body_bytes: int = 30 * 1024 * 1024,
+        huge_body_encoding: str | None = None,
+        huge_body_declared: bool = False,
     ) -> None:
+        if huge_body_encoding not in (None, "gzip"):
+            raise ValueError(
+                f"huge_body_encoding must be None or 'gzip', not {huge_body_encoding!r}"
+            )
+        if isinstance(huge_body_bytes, bool) or not isinstance(huge_body_bytes, int):
+            raise ValueError(f"huge_body_bytes must be an integer, got {huge_body_bytes!r}")
+        if huge_body_bytes < 0:
+            raise ValueError(f"huge_body_bytes must be >= 0, got {huge_body_bytes}")
+        self.huge_body_bytes = huge_body_bytes
+        self.huge_body_encoding = huge_body_encoding
+        self.huge_body_declared = bool(huge_body_declared)
         self.policy = policy if policy is not None else HashPolicy(seed=seed)
         self.labels = tuple(labels) if labels is not None else None
         self.latency = float(latency)
@@ -539,10 +573,10 @@ class StandInLLM:
     async def _respond(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         try:
-            body = json.loads(raw)
+            body = parse_json(raw.decode("utf-8"), what="request body")
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 raise ValueError("no messages")
-        except (ValueError, json.JSONDecodeError):
+        except (ValueError, InputError):  # also UnicodeDecodeError
             self._count("requests", "bad_request")
             return web.json_response(
                 {"error": {"message": "request body is not a chat completion request"}},
@@ -607,7 +641,34 @@ class StandInLLM:
             if request.transport is not None:
                 request.transport.close()
             return response
+        if kind == "huge_body":
+            return await self._huge(request, data)
         return web.Response(body=data, content_type="application/json")
+
+    async def _huge(self, request: web.Request, data: bytes) -> web.StreamResponse:
+        """Whitespace then ``data``, ``huge_body_bytes`` in all, in 64 KiB chunks."""
+        pad = max(0, self.huge_body_bytes - len(data))
+        block = b" " * (1 << 16)
+        plain = [block] * (pad // len(block)) + [block[: pad % len(block)], data]
+        headers = {"Content-Type": "application/json"}
+        pieces: list[bytes] = plain
+        if self.huge_body_encoding == "gzip":
+            headers["Content-Encoding"] = "gzip"
+            packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip framing
+            pieces = [packer.compress(p) for p in plain] + [packer.flush()]
+        if self.huge_body_declared:
+            headers["Content-Length"] = str(sum(len(p) for p in pieces))
+        response = web.StreamResponse(status=200, headers=headers)
+        await response.prepare(request)
+        try:
+            for piece in pieces:
+                if piece:
+                    await response.write(piece)
+            await response.write_eof()
+        except ConnectionError:  # the client hung up mid-body: what a capped client does
+            if request.transport is not None:
+                request.transport.close()
+        return response
 
     def _completion(
         self, body: Mapping[str, Any], mode: str, kind: str | None, occurrence: int
