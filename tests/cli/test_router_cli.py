@@ -370,3 +370,22 @@ def test_the_cli_tour_signed_end_to_end(tmp_path, capsys, monkeypatch) -> None:
     assert main(route) == 2
     err = capsys.readouterr().err
     assert "HYBRIDROUTE_SIGNING_KEY is not set" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("model", ["llm-model", "other-model"])
+def test_evaluate_refuses_a_policy_fitted_on_another_model(parts, capsys, model):
+    rc = main(
+        [
+            "evaluate",
+            "--dataset",
+            "support-tickets",
+            "--model",
+            str(parts / model),
+            "--policy",
+            str(parts / "policy.json"),
+            "--no-track",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "the policy was fitted on model" in err and err.count("\n") == 1

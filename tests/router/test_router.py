@@ -267,3 +267,16 @@ def test_malformed_evidence_is_the_callers_error(router, evidence, match):
 
     with pytest.raises(UserInputError, match=match):
         router.route({}, "what is the refund window?", evidence=evidence)
+
+
+def test_router_refuses_a_policy_bound_to_another_model(rules, local_clf, policy, tmp_path):
+    from hybridroute.classifiers import load_classifier
+    from hybridroute.exceptions import ArtifactError
+
+    loaded = load_classifier(local_clf.save(tmp_path / "m"))
+    HybridRouter(
+        rules=rules, classifier=loaded, policy=policy.with_model_fingerprint(loaded.fingerprint())
+    )
+    with pytest.raises(ArtifactError, match="fitted on model"):
+        HybridRouter(rules=rules, classifier=loaded, policy=policy.with_model_fingerprint("d" * 64))
+    HybridRouter(rules=rules, classifier=local_clf, policy=policy)  # unbound, in memory: allowed

@@ -108,6 +108,11 @@ def evaluate(
         clf = load_classifier(model)  # type: ignore[arg-type]
         if policy is not None:
             policy_obj = Policy.load(policy)
+            from ..router._bundle import check_model_binding
+
+            check_model_binding(
+                policy_obj, clf, policy_source=str(policy), model_source=f"--model {model}"
+            )
         result = evaluate_classifier(
             clf, part.texts, part.y, policy=policy_obj, n_boot=n_boot, seed=seed
         )

@@ -145,6 +145,11 @@ class HybridRouter:
                 "the policy was fitted for another label set than the classifier's "
                 f"({len(policy.classes)} vs {len(classes)} labels)"
             )
+        from ._bundle import check_model_binding  # _bundle imports this module
+
+        # a policy and a classifier that both carry a model fingerprint must agree (one
+        # fitted in memory without one pairs with any classifier of its label set)
+        check_model_binding(policy, classifier)
         self.classes = classes
         self._index = {c: i for i, c in enumerate(classes)}
         if oos_label is None:
