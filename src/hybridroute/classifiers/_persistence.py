@@ -417,7 +417,7 @@ def classifier_fingerprint(source: IntentClassifier | str | os.PathLike[str]) ->
         64 lowercase hex digits.
     """
     if isinstance(source, (str, os.PathLike)):
-        return str(read_manifest(source)["fingerprint"])
+        return str(read_manifest(Path(source))["fingerprint"])
     manifest = getattr(source, "manifest_", None)
     if isinstance(manifest, Mapping) and is_sha256_hex(manifest.get("fingerprint")):
         return str(manifest["fingerprint"])
