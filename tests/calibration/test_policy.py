@@ -757,3 +757,24 @@ def test_policy_over_its_byte_limit_or_not_a_file_is_refused(fitted, tmp_path, m
     t.join(10)
     assert not t.is_alive(), "Policy.load blocked on a FIFO"
     assert isinstance(box.get("error"), ArtifactError) and "FIFO" in str(box["error"])
+
+
+def test_a_margin_gate_that_could_not_be_certified_lets_nothing_through():
+    """An uncertified margin gate is recorded as a null threshold; it must close like an
+    uncertified confidence threshold, not switch itself off."""
+    from hybridroute.calibration import EmpiricalThreshold, MarginThreshold
+
+    rng = np.random.default_rng(0)
+    conf = rng.uniform(0.5, 1.0, 400)
+    auto = EmpiricalThreshold(0.7).fit(conf, rng.uniform(size=400) < conf)
+    margin = MarginThreshold(0.999, 0.05).fit(rng.uniform(0, 1, 20), rng.uniform(size=20) < 0.5)
+    assert margin.threshold_ == math.inf  # nothing certifiable on 20 coin flips
+    policy = Policy.build(classes=["a", "b"], threshold=auto, margin=margin)
+    assert policy.thresholds["margin"] is None
+    (out,) = policy.apply_proba(np.array([[0.995, 0.005]]))
+    assert (out.action, out.reason_code, out.threshold_name) == ("ask_user", "low_margin", "margin")
+    # the same policy without a margin gate routes that item
+    (plain,) = Policy.build(classes=["a", "b"], threshold=auto).apply_proba(
+        np.array([[0.995, 0.005]])
+    )
+    assert plain.action == "auto_route"

@@ -670,8 +670,13 @@ class Policy:
             auto_name = "auto"
         auto = threshold_from_json(auto_raw)
         if conf >= auto:
-            if t["margin"] is not None and margin < t["margin"]:
-                return outcome(ASK_USER, ReasonCode.LOW_MARGIN.value, t["margin"], "margin")
+            if t["margin"] is not None:
+                if margin < t["margin"]:
+                    return outcome(ASK_USER, ReasonCode.LOW_MARGIN.value, t["margin"], "margin")
+            elif self._doc["fits"].get("margin") is not None:
+                # a margin gate was fitted but could not be certified: like an uncertified
+                # confidence threshold it lets nothing through (it does not switch off)
+                return outcome(ASK_USER, ReasonCode.LOW_MARGIN.value, None, "margin")
             return outcome(AUTO_ROUTE, ReasonCode.CONFIDENT_INTENT.value, auto_raw, auto_name)
         not_certified = not self.certified and auto_raw is None
         if t["ask"] is not None and conf >= t["ask"]:
