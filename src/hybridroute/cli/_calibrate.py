@@ -19,7 +19,6 @@ imports stay inside the command function.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from enum import StrEnum
@@ -238,7 +237,9 @@ def calibrate(
     policy.save(out)
     summary = _summary(policy, out)
     if as_json:
-        typer.echo(json.dumps(summary, sort_keys=True, indent=2))
+        from .._scrub import Scrubber
+
+        typer.echo(Scrubber().json(summary, sort_keys=True, indent=2))
     else:
         _print(summary)
 

@@ -7,7 +7,6 @@ to MLflow (the embedded store ``./mlflow.db`` by default) -> print a summary.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import warnings
@@ -242,7 +241,9 @@ def demo(
     summary.update(
         mlflow_run_id=run_id, certified=guarantee["certified"], threshold=policy.thresholds["auto"]
     )
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    from .._scrub import Scrubber
+
+    (out / "summary.json").write_text(Scrubber().json(summary, indent=2) + "\n", encoding="utf-8")
 
 
 def register(app: typer.Typer) -> None:

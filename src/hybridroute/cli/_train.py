@@ -27,7 +27,6 @@ those imports stay inside the functions.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -486,7 +485,9 @@ def train(
     report["signed"] = _signed()
 
     if as_json:
-        typer.echo(json.dumps(report, indent=2, sort_keys=False))
+        from .._scrub import Scrubber
+
+        typer.echo(Scrubber().json(report, indent=2))
         return
     _print_report(report, rows)
 
