@@ -32,7 +32,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .exceptions import InputError
@@ -41,6 +41,9 @@ __all__ = [
     "MAX_INT_DIGITS",
     "MAX_JSON_DEPTH",
     "check_text",
+    "describe_bad_char",
+    "env_byte_limit",
+    "first_bad_string",
     "iter_lines",
     "open_regular",
     "parse_json",
@@ -235,6 +238,50 @@ def iter_lines(
 _BAD_CHAR_RE = re.compile("[\x00\ud800-\udfff]")
 
 
+def describe_bad_char(value: str) -> str | None:
+    """Why ``value`` cannot be stored as text (a NUL, a lone surrogate), or ``None``.
+
+    The phrase completes a sentence about the value: ``"the text " + problem``.
+    """
+    if value.isascii() and "\x00" not in value:
+        return None
+    m = _BAD_CHAR_RE.search(value)
+    if m is None:
+        return None
+    if m.group() == "\x00":
+        return f"holds a NUL character at character {m.start()}"
+    return (
+        f"is not valid Unicode (a lone surrogate at character {m.start()}: undecodable "
+        "bytes, or an escape such as \\ud800)"
+    )
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def first_bad_string(value: Any, *, surrogates_only: bool = False) -> tuple[str, bool] | None:
+    """The first string in a JSON value (object keys included) that
+    :func:`describe_bad_char` refuses, with whether it is a key; ``None`` when all are fine.
+    With ``surrogates_only`` a NUL is allowed (JSON itself may carry one)."""
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        v, is_key = stack.pop()
+        if isinstance(v, str):
+            bad = (
+                _SURROGATE_RE.search(v) is not None
+                if surrogates_only
+                else describe_bad_char(v) is not None
+            )
+            if bad:
+                return v, is_key
+        elif isinstance(v, Mapping):
+            stack.extend((k, True) for k in v.keys())
+            stack.extend((item, False) for item in v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend((item, False) for item in v)
+    return None
+
+
 def check_text(value: str, *, what: str = "text", path: str | None = None) -> str:
     """Return ``value`` if it is valid Unicode without NUL characters, else raise.
 
@@ -243,16 +290,30 @@ def check_text(value: str, *, what: str = "text", path: str | None = None) -> st
     where it enters rather than crashing a writer later. NUL has no place in a ticket or a
     fact and is a classic way to make two strings look equal to a person but not a program.
     """
-    match = _BAD_CHAR_RE.search(value)
-    if match is None:
+    problem = describe_bad_char(value)
+    if problem is None:
         return value
-    ch = match.group()
-    problem = (
-        "holds a NUL character"
-        if ch == "\x00"
-        else "is not valid Unicode (a lone surrogate: bytes that were not UTF-8)"
-    )
-    raise InputError(f"{what} {problem} at character {match.start()}", path=path)
+    raise InputError(f"{what} {problem}", path=path)
+
+
+def env_byte_limit(name: str, default: int) -> int:
+    """A byte limit from environment variable ``name``, else ``default``.
+
+    Raises
+    ------
+    InputError
+        If the variable is set to something other than a positive whole number of bytes.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"{name} must be a positive whole number of bytes, got {raw[:40]!r}")
+    return value
 
 
 # --------------------------------------------------------------------------- JSON
@@ -389,8 +450,9 @@ def parse_json(
     except RecursionError:  # pragma: no cover - the depth scan refuses first
         raise InputError(f"{what} is nested too deeply", path=source, line=line) from None
     if "\\u" in text and _SURROGATE_ESCAPE_RE.search(text):
-        bad = _find_surrogate(value)
-        if bad is not None:
+        found = first_bad_string(value, surrogates_only=True)
+        if found is not None:
+            bad = found[0]
             raise InputError(
                 f"{what} holds a string that is not valid Unicode (a lone surrogate escape, "
                 f"{bad[:40]!r})",
@@ -401,22 +463,6 @@ def parse_json(
 
 
 _SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def _find_surrogate(value: Any) -> str | None:
-    """The first string (key or value) in a parsed document that holds a lone surrogate."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            if _BAD_CHAR_RE.search(v.replace("\x00", "")):
-                return v
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return None
 
 
 def read_json(path: str | os.PathLike[str], *, limit: int, what: str = "JSON file") -> Any:

@@ -29,7 +29,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from ._safeio import MAX_INT_DIGITS, parse_json
+from ._safeio import MAX_INT_DIGITS, describe_bad_char, first_bad_string, parse_json
 from .exceptions import FactsError, InputError, UndeclaredValueError
 
 __all__ = [
@@ -417,38 +417,16 @@ _BOUND_TYPES = ("int", "number", "list[number]")
 _SHOW_ALLOWED = 20
 
 # NUL and lone surrogates (what undecodable bytes or a "\ud800" JSON escape become): no
-# fact may hold them (the same check as hybridroute._safeio.check_text, kept inline
-# because contracts imports nothing internal but exceptions).
-_BAD_TEXT_RE = re.compile("[\x00\ud800-\udfff]")
-
-
-def _text_problem(value: str) -> str | None:
-    """Why a string cannot be a fact value (NUL, lone surrogate), or ``None``."""
-    if value.isascii() and "\x00" not in value:
-        return None
-    m = _BAD_TEXT_RE.search(value)
-    if m is None:
-        return None
-    if m.group() == "\x00":
-        return f"holds a NUL character at character {m.start()}"
-    return f"is not valid Unicode (a lone surrogate at character {m.start()})"
+# fact may hold them (hybridroute._safeio says why, for every reader alike)
+_text_problem = describe_bad_char
 
 
 def _deep_text_problem(value: Any) -> str | None:
     """:func:`_text_problem` for every key and string inside an object fact."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if type(v) is str:
-            problem = _text_problem(v)
-            if problem is not None:
-                return f"a string in it {problem}"
-        elif isinstance(v, Mapping):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, (tuple, list)):
-            stack.extend(v)
-    return None
+    found = first_bad_string(value)
+    if found is None:
+        return None
+    return f"a string in it {describe_bad_char(found[0])}"
 
 
 def _short(value: Any, width: int = 60) -> str:

@@ -14,6 +14,8 @@ from hybridroute.calibration import (
 )
 from hybridroute.exceptions import DatasetError, UndeclaredValueError
 
+from ..hostile import bounded
+
 
 @pytest.fixture(scope="module")
 def rows() -> list[dict]:
@@ -178,33 +180,13 @@ GOOD_EVIDENCE = {
 }
 
 
-def _bounded(fn, timeout: float = 20.0):
-    import threading
-
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"did not finish within {timeout} s"
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
 def test_loader_refuses_a_fifo_at_once(tmp_path) -> None:
     import os
 
     fifo = tmp_path / "ev.jsonl"
     os.mkfifo(fifo)
     with pytest.raises(DatasetError, match=r"ev\.jsonl: is a FIFO .*must be a regular file"):
-        _bounded(lambda: load_evidence_labels(fifo), timeout=10)
+        bounded(lambda: load_evidence_labels(fifo), timeout=10)
 
 
 def test_loader_refuses_devices_in_bounded_memory() -> None:
@@ -271,7 +253,7 @@ def test_loader_parses_each_line_strictly(tmp_path, line: str, match: str) -> No
     p = tmp_path / "ev.jsonl"
     p.write_text(json.dumps(GOOD_EVIDENCE) + "\n" + line + "\n")
     with pytest.raises(DatasetError, match=rf"ev\.jsonl, row 2: .*{match}"):
-        _bounded(lambda: load_evidence_labels(p))
+        bounded(lambda: load_evidence_labels(p))
 
 
 @pytest.mark.parametrize("key", ["source", "point", "item_id", "request_id"])

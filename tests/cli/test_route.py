@@ -8,13 +8,14 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from hybridroute.cli import main
 from hybridroute.contracts import snapshot_hash
+
+from ..hostile import bounded
 
 EXAMPLE = str(
     Path(__file__).resolve().parents[2] / "src" / "hybridroute" / "examples" / "support_rules.yaml"
@@ -109,21 +110,7 @@ def test_cli_no_permission_is_always_reject(capsys, other):
 
 def bounded_main(args, timeout: float = 60.0) -> int:
     """``main(args)`` in a thread joined with a timeout: a regression fails, never hangs."""
-    result: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            result["rc"] = main(args)
-        except BaseException as exc:
-            result["exc"] = exc
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"hybridroute {args[:3]} did not return within {timeout}s"
-    if "exc" in result:
-        raise result["exc"]  # type: ignore[misc]
-    return result["rc"]  # type: ignore[return-value]
+    return bounded(main, args, timeout=timeout)
 
 
 def _limit_memory() -> None:  # pragma: no cover - runs in the child

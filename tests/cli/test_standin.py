@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from pathlib import Path
 
 import pytest
@@ -12,26 +11,13 @@ import pytest
 from hybridroute.cli._standin import MAX_MAP_BYTES, _load_map
 from hybridroute.exceptions import DatasetError
 
+from ..hostile import bounded
 from .test_route import one_error_line, run_cli
 
 
 def bounded_load(path: Path, timeout: float = 30.0) -> dict[str, str]:
     """``_load_map`` in a thread joined with a timeout (a FIFO must not block it)."""
-    result: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            result["map"] = _load_map(path)
-        except BaseException as exc:
-            result["exc"] = exc
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"reading {path} did not return within {timeout}s"
-    if "exc" in result:
-        raise result["exc"]  # type: ignore[misc]
-    return result["map"]  # type: ignore[return-value]
+    return bounded(_load_map, path, timeout=timeout)
 
 
 @pytest.mark.parametrize("suffix", [".json", ".jsonl"])

@@ -13,8 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,39 +25,10 @@ from hybridroute.datasets._io import MAX_FILE_BYTES, MAX_FILE_BYTES_ENV, file_by
 from hybridroute.datasets._validate import SPLIT_ALIASES, SPLIT_ORDER
 from hybridroute.exceptions import DatasetError
 
+from ..hostile import bounded, run_limited
+
 GOOD_ROW = {"id": "g1", "text": "where is my parcel", "label": "a", "split": "train"}
 OTHER_ROW = {"id": "g2", "text": "refund please", "label": "b", "split": "test"}
-
-
-def bounded(fn: Callable[[], Any], timeout: float = 20.0) -> Any:
-    """Run ``fn`` in a daemon thread; fail (instead of hanging) if it does not finish."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # handed to the test below
-            box["error"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"did not finish within {timeout} s (a reader blocked or looped)"
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
-def run_limited(code: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """Run Python ``code`` in a subprocess under a 3 GiB address-space limit and a timeout."""
-    prelude = "import resource\nresource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
-    return subprocess.run(
-        [sys.executable, "-c", prelude + code],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "HYBRIDROUTE_OFFLINE": "1"},
-    )
 
 
 def jsonl(*objs: Any) -> str:
@@ -322,7 +291,7 @@ def test_an_oversized_cached_file_is_not_hashed_whole(tmp_path, monkeypatch):
     ("row", "column", "match"),
     [
         ({"text": "delete my\x00 data", "label": "a"}, "text", "the text holds a NUL character"),
-        ({"text": "\x00", "label": "a"}, "text", "NUL character .at character 0"),
+        ({"text": "\x00", "label": "a"}, "text", "NUL character at character 0"),
         ({"text": "hi", "label": "a\x00"}, "label", "the label holds a NUL"),
         ({"text": "hi", "label": "\x00b"}, "label", "the label holds a NUL"),
         ({"id": "x\x00", "text": "hi", "label": "a"}, "id", "the id holds a NUL"),

@@ -20,6 +20,7 @@ from hybridroute.evaluation import (
 )
 from hybridroute.exceptions import DatasetError
 
+from ..hostile import bounded
 from ..router.conftest import EXAMPLE, fitted_policy
 
 EXACT_ROUTER_KEYS = (
@@ -332,26 +333,6 @@ def test_a_label_seen_only_in_rule_rows_gets_a_per_class_row(parts, tmp_path):
 # address-space limit.
 
 
-def _bounded(fn, timeout=20.0):
-    import threading
-
-    box = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"did not finish within {timeout} s"
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
 def _write_lines(path, *lines):
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
@@ -367,14 +348,14 @@ def test_a_fifo_is_refused_at_once(tmp_path, name):
     fifo = tmp_path / name
     os.mkfifo(fifo)
     with pytest.raises(DatasetError, match=r"is a FIFO .*must be a regular file"):
-        _bounded(lambda: list(LabelledStream(fifo)), timeout=10)
+        bounded(lambda: list(LabelledStream(fifo)), timeout=10)
 
 
 def test_a_directory_is_refused(tmp_path):
     d = tmp_path / "rows.jsonl"
     d.mkdir()
     with pytest.raises(DatasetError, match="is a directory"):
-        _bounded(lambda: list(LabelledStream(d)))
+        bounded(lambda: list(LabelledStream(d)))
 
 
 def test_devices_neither_hang_nor_grow_memory(tmp_path):
@@ -419,7 +400,7 @@ def test_a_gzip_bomb_stops_at_the_byte_limit(tmp_path):
         match=r"larger than the limit of 8,388,608 bytes \(decompressed, set "
         r"HYBRIDROUTE_MAX_STREAM_BYTES or max_bytes= to raise it\)",
     ):
-        _bounded(lambda: list(LabelledStream(gz, max_bytes=8 << 20)))
+        bounded(lambda: list(LabelledStream(gz, max_bytes=8 << 20)))
 
 
 def test_the_byte_limit_comes_from_the_environment(tmp_path, monkeypatch):
@@ -450,11 +431,11 @@ def test_an_overlong_line_is_a_row_error_read_in_bounded_memory(tmp_path):
     with pytest.raises(
         DatasetError, match=r"long\.jsonl, row 2: the line is longer than 1,000,000"
     ):
-        _bounded(lambda: list(LabelledStream(path)))
+        bounded(lambda: list(LabelledStream(path)))
     stream = LabelledStream(path, on_error="skip")
     tracemalloc.start()
     try:
-        rows = _bounded(lambda: list(stream))
+        rows = bounded(lambda: list(stream))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -466,14 +447,14 @@ def test_an_overlong_csv_line_names_the_line(tmp_path):
     path = tmp_path / "long.csv"
     path.write_text("text,label\nfine,x\n" + "a" * 1_000_001 + ",x\n", encoding="utf-8")
     with pytest.raises(DatasetError, match=r"long\.csv: line 3 is longer than 1,000,000 bytes"):
-        _bounded(lambda: list(LabelledStream(path, on_error="skip")))
+        bounded(lambda: list(LabelledStream(path, on_error="skip")))
 
 
 def test_an_unclosed_csv_quote_cannot_gather_the_file(tmp_path):
     path = tmp_path / "q.csv"
     path.write_text('text,label\n"never closed,x\n' + "more text,x\n" * 20_000, encoding="utf-8")
     with pytest.raises(DatasetError, match=r"q\.csv, row 1: unreadable CSV row \(field larger"):
-        _bounded(lambda: list(LabelledStream(path)))
+        bounded(lambda: list(LabelledStream(path)))
 
 
 @pytest.mark.parametrize(
@@ -504,9 +485,9 @@ def test_an_unclosed_csv_quote_cannot_gather_the_file(tmp_path):
 def test_hostile_json_lines_are_row_errors(tmp_path, line, match):
     path = _write_lines(tmp_path / "h.jsonl", GOOD_LINE, line, GOOD_LINE)
     with pytest.raises(DatasetError, match=rf"h\.jsonl, row 2: .*{match}"):
-        _bounded(lambda: list(LabelledStream(path)))
+        bounded(lambda: list(LabelledStream(path)))
     stream = LabelledStream(path, on_error="skip")
-    assert len(_bounded(lambda: list(stream))) == 2 and stream.n_skipped == 1
+    assert len(bounded(lambda: list(stream))) == 2 and stream.n_skipped == 1
 
 
 @pytest.mark.parametrize(
@@ -523,14 +504,14 @@ def test_hostile_csv_cells_are_row_errors(tmp_path, cell, match):
     path = tmp_path / "h.csv"
     path.write_text(f"text,label,extra\nfine,x,1\nagain,x,{cell}\n", encoding="utf-8")
     with pytest.raises(DatasetError, match=rf"h\.csv, row 2, column 'extra': .*{match}"):
-        _bounded(lambda: list(LabelledStream(path)))
+        bounded(lambda: list(LabelledStream(path)))
 
 
 def test_a_declared_text_fact_is_not_parsed(tmp_path):
     deep = "[" * 1000 + "]" * 1000
     path = tmp_path / "t.csv"
     path.write_text(f"text,label,code\nfine,x,{deep}\n", encoding="utf-8")
-    rows = _bounded(lambda: list(LabelledStream(path, fact_types={"code": "str"})))
+    rows = bounded(lambda: list(LabelledStream(path, fact_types={"code": "str"})))
     assert rows[0]["facts"] == {"code": deep}
 
 

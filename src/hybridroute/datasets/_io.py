@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .._csv import unescape_formula
-from .._safeio import parse_json, read_bytes
+from .._safeio import env_byte_limit, parse_json, read_bytes
 from ..exceptions import DatasetError, InputError
 
 #: The largest labelled file read (1 GiB, counted while reading). Banking77's train file is
@@ -51,18 +51,10 @@ def file_byte_limit() -> int:
     DatasetError
         If the variable is set to something other than a positive whole number of bytes.
     """
-    raw = os.environ.get(MAX_FILE_BYTES_ENV, "").strip()
-    if not raw:
-        return MAX_FILE_BYTES
     try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise DatasetError(
-            f"{MAX_FILE_BYTES_ENV} must be a positive whole number of bytes, got {raw[:40]!r}"
-        )
-    return value
+        return env_byte_limit(MAX_FILE_BYTES_ENV, MAX_FILE_BYTES)
+    except InputError as exc:
+        raise DatasetError(exc.reason) from None
 
 
 def read_limited(path: str | os.PathLike[str], what: str = "dataset file") -> bytes:

@@ -23,7 +23,6 @@ header only, a missing column, a single class) always raise.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from .._safeio import parse_json
+from .._safeio import describe_bad_char, first_bad_string, parse_json
 from ..contracts import FactSchema, FactSpec, json_kind, parse_csv_cell
 from ..exceptions import DatasetError, FactsError, InputError
 from ._io import RawTable, has_bad_bytes
@@ -127,7 +126,6 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 _BAD_BYTES = "holds bytes that are not valid UTF-8"
-_BAD_CHAR_RE = re.compile("[\x00\ud800-\udfff]")
 
 
 def _check_chars(column: str | None, what: str, value: str) -> None:
@@ -137,30 +135,19 @@ def _check_chars(column: str | None, what: str, value: str) -> None:
     ``delete_account_data`` vs ``delete_account_data\\x00``); an undecodable byte cannot be
     written back as UTF-8. Either is named with its row and column.
     """
-    m = _BAD_CHAR_RE.search(value)
-    if m is None:
+    problem = describe_bad_char(value)
+    if problem is None:
         return
-    if m.group() == "\x00":
-        raise _Bad(column, f"{what} holds a NUL character (at character {m.start()})")
-    if has_bad_bytes(m.group()):
+    if has_bad_bytes(value) and "\x00" not in value:
         raise _Bad(column, f"{what} {_BAD_BYTES}")
-    raise _Bad(column, f"{what} is not valid Unicode (a lone surrogate at character {m.start()})")
+    raise _Bad(column, f"{what} {problem}")
 
 
 def _check_deep(column: str | None, what: str, value: Any) -> None:
     """:func:`_check_chars` on every string in a JSON value, object keys included."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            _check_chars(column, what, v)
-        elif isinstance(v, dict):
-            for k, item in v.items():
-                if isinstance(k, str):
-                    _check_chars(column, f"{what} (a key)", k)
-                stack.append(item)
-        elif isinstance(v, (list, tuple)):
-            stack.extend(v)
+    found = first_bad_string(value)
+    if found is not None:
+        _check_chars(column, f"{what} (a key)" if found[1] else what, found[0])
 
 
 def _check_csv_cell(column: str, cell: str) -> None:

@@ -31,7 +31,6 @@ import gzip
 import io
 import math
 import os
-import re
 import time
 import zlib
 from collections import Counter
@@ -42,7 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._csv import unescape_formula
-from .._safeio import open_regular, parse_json
+from .._safeio import describe_bad_char, env_byte_limit, first_bad_string, open_regular, parse_json
 from ..contracts import FactSpec, json_kind, parse_csv_cell
 from ..exceptions import DatasetError, FactsError, InputError
 from ._evaluate import Evaluation
@@ -468,7 +467,6 @@ _SPLIT_ALIASES = {
     "calib": "calibration",
 }
 _SPLITS_HINT = f"the known splits are {', '.join(_SPLITS)} (or {', '.join(_SPLIT_ALIASES)})"
-_BAD_CHAR_RE = re.compile("[\x00\ud800-\udfff]")
 
 
 def _normalise_split(name: str) -> str:
@@ -477,25 +475,15 @@ def _normalise_split(name: str) -> str:
 
 
 def _check_chars(column: str | None, what: str, value: str) -> None:
-    m = _BAD_CHAR_RE.search(value)
-    if m is not None:
-        problem = "a NUL character" if m.group() == "\x00" else "a lone surrogate"
-        raise _Bad(column, f"{what} holds {problem} (at character {m.start()})")
+    problem = describe_bad_char(value)
+    if problem is not None:
+        raise _Bad(column, f"{what} {problem}")
 
 
 def _check_deep(column: str | None, what: str, value: Any) -> None:
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            _check_chars(column, what, v)
-        elif isinstance(v, dict):
-            for k, item in v.items():
-                if isinstance(k, str):
-                    _check_chars(column, f"{what} (a key)", k)
-                stack.append(item)
-        elif isinstance(v, (list, tuple)):
-            stack.extend(v)
+    found = first_bad_string(value)
+    if found is not None:
+        _check_chars(column, f"{what} (a key)" if found[1] else what, found[0])
 
 
 def _csv_value(column: str, cell: str) -> Any:
@@ -516,18 +504,10 @@ def stream_byte_limit() -> int:
     DatasetError
         If the variable is not a positive whole number of bytes.
     """
-    raw = os.environ.get(MAX_STREAM_BYTES_ENV, "").strip()
-    if not raw:
-        return MAX_STREAM_BYTES
     try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise DatasetError(
-            f"{MAX_STREAM_BYTES_ENV} must be a positive whole number of bytes, got {raw[:40]!r}"
-        )
-    return value
+        return env_byte_limit(MAX_STREAM_BYTES_ENV, MAX_STREAM_BYTES)
+    except InputError as exc:
+        raise DatasetError(exc.reason) from None
 
 
 # --------------------------------------------------------------------------- accumulating
