@@ -7,6 +7,16 @@
     python3 dev.py bench    # the benchmark scripts
     python3 dev.py hr ARGS  # any ``hybridroute`` command inside the environment
 
+Where each job runs, from whichever directory you call it (``python3 path/to/dev.py ...``):
+
+* ``hr``, ``demo`` and ``bench`` run in *your* directory: relative paths you pass
+  (``--rules my_rules.yaml``, ``--json bench.json``) are read there and what they write
+  (models, reports, ``mlflow.db``) lands there, as with the ``hybridroute`` command itself.
+* ``test`` and ``slow`` run in the checkout, the suite's root (its pytest configuration and
+  ``tests/``): test paths you pass are relative to the checkout (``tests/rules``).
+
+Standard output carries only the job's own output (``dev.py hr ... --json | python3 -m
+json.tool`` works): the ``+ command`` echo and the environment set-up go to standard error.
 Only the standard library is used here, so this runs on any Python >= 3.11.
 The environment is rebuilt when ``pyproject.toml`` changes (a hash stamp in ``.venv``).
 """
@@ -15,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import subprocess
 import sys
 import venv
@@ -43,9 +54,19 @@ def _wanted_stamp() -> str:
     return h.hexdigest()
 
 
-def _run(cmd: list[str], **kw) -> int:
-    print("+ " + " ".join(str(c) for c in cmd), flush=True)
-    return subprocess.call([str(c) for c in cmd], cwd=ROOT, **kw)
+def _run(cmd: list[object], *, cwd: Path | None, **kw) -> int:
+    """Echo ``cmd`` on stderr and run it in ``cwd`` (``None``: the caller's directory)."""
+    args = [str(c) for c in cmd]
+    where = "" if cwd is None else f"(in {cwd}) "
+    print(f"+ {where}{shlex.join(args)}", file=sys.stderr, flush=True)
+    return subprocess.call(args, cwd=cwd, **kw)
+
+
+def _install(cmd: list[object]) -> None:
+    """A set-up step: run in the checkout, its output on stderr; exit if it fails."""
+    rc = _run(cmd, cwd=ROOT, stdout=sys.stderr)
+    if rc:
+        sys.exit(rc)
 
 
 def ensure_env() -> None:
@@ -56,27 +77,41 @@ def ensure_env() -> None:
     if PY.exists() and STAMP.exists() and STAMP.read_text() == want:
         return
     if not PY.exists():
-        print(f"creating {VENV} ...", flush=True)
+        print(f"creating {VENV} ...", file=sys.stderr, flush=True)
         venv.EnvBuilder(with_pip=True, clear=False).create(VENV)
-    rc = _run([PY, "-m", "pip", "install", "--disable-pip-version-check", "-q", "--upgrade", "pip"])
-    if rc:
-        sys.exit(rc)
-    rc = _run(
-        [PY, "-m", "pip", "install", "--disable-pip-version-check", "-q", "-e", f".[{_extras()}]"]
-    )
-    if rc:
-        sys.exit(rc)
+    pip = [PY, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    _install([*pip, "--upgrade", "pip"])
+    _install([*pip, "-e", f".[{_extras()}]"])
     STAMP.write_text(want)
 
 
-def _env() -> dict[str, str]:
+def _env(job: str) -> dict[str, str]:
     env = dict(os.environ)
     # Read the public labelled sets from the shared directory beside the checkout when it
     # exists and the user has not chosen another one.
     shared = ROOT.parent / "shared" / "datasets"
     if "HYBRIDROUTE_DATA_DIR" not in env and shared.is_dir():
         env["HYBRIDROUTE_DATA_DIR"] = str(shared)
+    if job == "bench":
+        # ``python -m benchmarks`` from the caller's directory: the checkout on the path
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     return env
+
+
+def plan(job: str, rest: list[str]) -> tuple[list[object], Path | None] | None:
+    """The command of ``job`` and where it runs (``None``: the caller's directory).
+
+    ``None`` for an unknown job. See the module docstring for why each runs where it does.
+    """
+    hybridroute = BIN / "hybridroute"
+    jobs: dict[str, tuple[list[object], Path | None]] = {
+        "test": ([PY, "-m", "pytest", "-q", *rest], ROOT),
+        "slow": ([PY, "-m", "pytest", "-q", "-m", "slow", *rest], ROOT),
+        "demo": ([hybridroute, "demo", *rest], None),
+        "bench": ([PY, "-m", "benchmarks", *rest], None),
+        "hr": ([hybridroute, *rest], None),
+    }
+    return jobs.get(job)
 
 
 def main(argv: list[str]) -> int:
@@ -84,20 +119,13 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     job, rest = argv[0], argv[1:]
+    planned = plan(job, rest)
+    if planned is None:
+        print(f"unknown job {job!r}\n{__doc__}", file=sys.stderr)
+        return 2
     ensure_env()
-    env = _env()
-    if job == "test":
-        return _run([PY, "-m", "pytest", "-q", *rest], env=env)
-    if job == "slow":
-        return _run([PY, "-m", "pytest", "-q", "-m", "slow", *rest], env=env)
-    if job == "demo":
-        return _run([BIN / "hybridroute", "demo", *rest], env=env)
-    if job == "bench":
-        return _run([PY, "-m", "benchmarks", *rest], env=env)
-    if job == "hr":
-        return _run([BIN / "hybridroute", *rest], env=env)
-    print(f"unknown job {job!r}\n{__doc__}", file=sys.stderr)
-    return 2
+    cmd, cwd = planned
+    return _run(cmd, cwd=cwd, env=_env(job))
 
 
 if __name__ == "__main__":

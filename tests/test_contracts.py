@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hybridroute._canonical import hash_canonical
+from hybridroute._csv import json_kind, parse_csv_cell
 from hybridroute.contracts import (
     GENERIC_DESTINATIONS,
     Decision,
@@ -20,9 +22,6 @@ from hybridroute.contracts import (
     ReasonCode,
     Vocabulary,
     canonical_json,
-    hash_canonical,
-    json_kind,
-    parse_csv_cell,
     snapshot_hash,
 )
 from hybridroute.exceptions import FactsError, InputError, UndeclaredValueError

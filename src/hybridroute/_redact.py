@@ -34,7 +34,8 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from .contracts import RECORD_VERSION, canonical_json, snapshot_hash
+from ._canonical import canonical_json, snapshot_hash
+from .contracts import RECORD_VERSION
 from .exceptions import UserInputError
 
 __all__ = ["REDACTED", "Redactor", "scrub", "scrub_text"]
@@ -47,7 +48,9 @@ _SECRET_KEY_RE = re.compile(
 )
 _SECRET_VALUE_RE = re.compile(
     r"""(
-        sk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}   # OpenAI / Anthropic style
+        sk-(?:ant-|proj-|live-|test-)?                    # OpenAI / Anthropic style: the body
+          (?=[A-Za-z0-9_\-]*[A-Z0-9])[A-Za-z0-9_\-]{16,}  # has a digit or capital, so the
+                                                          # "sk-" of "task-specific-datasets" is none
       | AKIA[0-9A-Z]{16}                                  # AWS access key id
       | gh[pousr]_[A-Za-z0-9]{30,}                        # GitHub tokens
       | xox[abprs]-[A-Za-z0-9\-]{10,}                     # Slack tokens

@@ -34,9 +34,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ._canonical import snapshot_hash
 from ._csv import escape_formula
 from ._redact import REDACTED, Redactor
-from .contracts import snapshot_hash
 
 __all__ = ["Scrubber"]
 

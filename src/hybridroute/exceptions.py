@@ -14,6 +14,8 @@ message.
     │   ├── UndeclaredValueError       destination / reason code / stage not declared
     │   ├── FactsError                 a fact does not match the declared schema (.field)
     │   ├── RuleSetError               an ordered rule set is inconsistent (.rule_id)
+    │   ├── ConditionError             a rule condition cannot be parsed or evaluated
+    │   │                              (message says where)
     │   ├── RulesFileError             a rules file is unsafe or malformed (.path, .rule_id)
     │   ├── DatasetError               a labelled set is malformed (.path, .row, .column)
     │   │   └── DatasetUnavailableError  a public set is neither cached nor reachable
@@ -44,6 +46,7 @@ from typing import Any
 __all__ = [
     "ArtifactError",
     "ClassifierError",
+    "ConditionError",
     "DatasetError",
     "DatasetUnavailableError",
     "DuplicateDecisionError",
@@ -73,7 +76,17 @@ class UserInputError(HybridRouteError):
 
 
 class UndeclaredValueError(UserInputError, ValueError):
-    """A destination, reason code or stage outside its declared finite set."""
+    """A destination, reason code or stage outside its declared finite set.
+
+    Parameters
+    ----------
+    kind : str
+        What was undeclared (``"destination"``, ``"reason code"``, ``"stage"``).
+    value : object
+        The value given.
+    allowed : sequence of str
+        The declared values (the message shows up to 20 of them).
+    """
 
     def __init__(self, kind: str, value: object, allowed: tuple[str, ...] | list[str]) -> None:
         self.kind = kind
@@ -102,8 +115,27 @@ class RuleSetError(UserInputError, ValueError):
         super().__init__(prefix + message)
 
 
+class ConditionError(UserInputError, ValueError):
+    """A rule condition cannot be parsed, refers to something undeclared, or cannot be
+    evaluated on the facts given (the message says where, e.g. ``at position 7``).
+
+    Raised by :func:`hybridroute.rules.compile_condition`; a rule set re-raises it as a
+    :class:`RuleSetError` naming the rule (or, while routing, a :class:`FactsError`).
+    """
+
+
 class RulesFileError(UserInputError, ValueError):
-    """A rules file is unsafe, too large, or malformed (names file and rule)."""
+    """A rules file is unsafe, too large, or malformed (names file and rule).
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, without the location.
+    path : str, optional
+        The rules file.
+    rule_id : str, optional
+        The rule the problem is in.
+    """
 
     def __init__(
         self, message: str, *, path: str | None = None, rule_id: str | None = None
@@ -122,8 +154,17 @@ class RulesFileError(UserInputError, ValueError):
 class DatasetError(UserInputError, ValueError):
     """A labelled set is malformed (names file, row and column where known).
 
-    ``row`` is the 1-based data row number as a user sees it in the file (for CSV,
-    the header is row 0; for JSONL, the first line is row 1).
+    Parameters
+    ----------
+    message : str
+        What is wrong, without the location.
+    path : str, optional
+        The file (or dataset name).
+    row : int, optional
+        The 1-based data row number as a user sees it in the file (for CSV, the header is
+        row 0; for JSONL, the first line is row 1).
+    column : str, optional
+        The column (or JSON key).
     """
 
     def __init__(
@@ -168,6 +209,15 @@ class InputError(UserInputError, ValueError):
     limit, text that is not UTF-8 (or holds NUL / lone surrogates), JSON or YAML with
     duplicate keys, nesting too deep, huge integers or non-finite numbers. ``reason`` is
     the message without the location, for callers that re-raise it as their own type.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, without the location.
+    path : str, optional
+        The file or source read.
+    line : int, optional
+        The 1-based line the problem is on.
     """
 
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
@@ -184,7 +234,17 @@ class InputError(UserInputError, ValueError):
 
 
 class SpecError(UserInputError, ValueError):
-    """An experiment spec is malformed (names file and field)."""
+    """An experiment spec is malformed (names file and field).
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, without the location.
+    path : str, optional
+        The spec (or prompt template) file.
+    field : str, optional
+        The field the problem is in.
+    """
 
     def __init__(self, message: str, *, path: str | None = None, field: str | None = None) -> None:
         self.path = path
@@ -207,16 +267,23 @@ class ClassifierError(HybridRouteError):
 class LLMError(ClassifierError):
     """The LLM seam gave up on one item.
 
-    Attributes
+    Parameters
     ----------
-    reason_code : str
-        The abstention reason code (``provider_error``, ``timeout``, ``invalid_label``...).
+    message : str
+        Why it gave up.
     attempts : int
         Requests made for this item.
     last_response : object
         The last raw answer or error seen, for diagnosis (never sent back to the model).
-    usage : dict
+    usage : dict, optional
         Token counts accumulated over the attempts.
+
+    Attributes
+    ----------
+    reason_code : str
+        The abstention reason code (``provider_error``, ``timeout``, ``invalid_label``...).
+    attempts, last_response, usage
+        As given.
     """
 
     reason_code = "provider_error"
@@ -259,7 +326,17 @@ class TrackingError(HybridRouteError):
 
 class DuplicateDecisionError(UserInputError, ValueError):
     """A decision log refused decisions whose request id it already holds for the same
-    router and router version (``on_duplicate="error"``); ``item_ids`` lists them."""
+    router and router version (``on_duplicate="error"``); ``item_ids`` lists them.
+
+    Parameters
+    ----------
+    message : str
+        What was refused.
+    path : str, optional
+        The decision log.
+    item_ids : tuple of str
+        The request ids already held.
+    """
 
     def __init__(
         self, message: str, *, path: str | None = None, item_ids: tuple[str, ...] = ()

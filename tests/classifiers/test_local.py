@@ -150,10 +150,10 @@ def test_features_match_scikit_learn_tfidf(data, sublinear_tf) -> None:
     import scipy.sparse as sp
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from hybridroute.classifiers._local import _Featurizer
+    from hybridroute.classifiers._tfidf import TfidfFeaturizer
 
     train, test = data["train"][0], data["test"][0] + ["", "Tab\tand  spaces\nnewline"]
-    ours = _Featurizer.fit(
+    ours = TfidfFeaturizer.fit(
         train,
         word_ngram_range=(1, 2),
         char_ngram_range=(2, 5),
@@ -258,12 +258,12 @@ def test_seeded_and_deterministic(data) -> None:
 
 
 def test_carved_split_is_stratified_and_seeded() -> None:
-    from hybridroute.classifiers._local import _stratified_holdout
+    from hybridroute.classifiers._training_data import stratified_holdout
 
     labels = ["a"] * 50 + ["b"] * 20 + ["c"] * 1
-    m1 = _stratified_holdout(labels, 0.1, seed=0)
-    m2 = _stratified_holdout(labels, 0.1, seed=0)
-    m3 = _stratified_holdout(labels, 0.1, seed=1)
+    m1 = stratified_holdout(labels, 0.1, seed=0)
+    m2 = stratified_holdout(labels, 0.1, seed=0)
+    m3 = stratified_holdout(labels, 0.1, seed=1)
     np.testing.assert_array_equal(m1, m2)
     assert not np.array_equal(m1, m3)
     y = np.array(labels)

@@ -100,7 +100,7 @@ def test_objectives_and_options(model_dir, tmp_path, capsys, extra) -> None:
     out = tmp_path / "p.json"
     code, text = run(model_dir, out, *extra, capsys=capsys)
     assert code == 0, text
-    assert "calibration size" in text and "certified" in text
+    assert "calibration rows" in text and "certified" in text
     pol = Policy.load(out)
     assert pol.classes
     if "--evidence" in extra:
@@ -324,3 +324,36 @@ def load_classifier_unsigned(path, monkeypatch):
     with monkeypatch.context() as m:
         m.delenv("HYBRIDROUTE_SIGNING_KEY", raising=False)
         return load_classifier(path)
+
+
+@pytest.mark.parametrize(
+    ("extra", "calibrator"),
+    [
+        ((), "temperature"),
+        (("--calibrator-fraction", "0.5"), "temperature"),
+        (("--calibrator", "isotonic", "--calibrator-fraction", "0.4"), "isotonic"),
+        (("--calibrator", "none"), None),
+    ],
+)
+def test_the_summary_says_which_rows_fit_what(model_dir, tmp_path, capsys, extra, calibrator):
+    from hybridroute.datasets import load_dataset
+
+    n_rows = len(load_dataset("support-tickets").split("calibration"))
+    code, s = run(model_dir, tmp_path / "p.json", *extra, "--json", capsys=capsys)
+    assert code == 0
+    assert s["calibrator_size"] + s["threshold_size"] == n_rows
+    assert s["calibration_size"] == s["threshold_size"]  # the certificate's rows
+    assert s["calibration_split"] == "calibration"
+    code, text = run(model_dir, tmp_path / "q.json", *extra, capsys=capsys)
+    line = next(x for x in text.splitlines() if x.startswith("calibration rows"))
+    head = f"calibration rows {n_rows} of split 'calibration': "
+    if calibrator is None:
+        assert line == head + f"all {n_rows} fit the thresholds (no calibrator fitted)"
+    else:
+        assert line == head + (
+            f"{s['calibrator_size']} fit the {calibrator} calibrator, "
+            f"the other {s['threshold_size']} the thresholds"
+        )
+    # every other count on the page names what it counts
+    cover = next(x for x in text.splitlines() if x.startswith("expected coverage"))
+    assert cover.endswith(f"(share of the {s['threshold_size']} threshold rows auto-routed)")

@@ -12,6 +12,7 @@ import pytest
 from hybridroute.classifiers import load_classifier
 from hybridroute.cli import main
 from hybridroute.datasets import load_dataset
+from hybridroute.evaluation import evaluate_classifier
 
 _INTENTS = {
     "refund": ["refund", "money back", "reimburse me"],
@@ -95,6 +96,9 @@ def test_local_on_a_file_with_splits(files, tmp_path, capsys, kind) -> None:
     test = load_dataset(f"{kind}:{files[kind]}").split("test")
     accuracy = np.mean(np.array(clf.predict(test.texts)) == np.array(test.y))
     assert accuracy == pytest.approx(report["test_accuracy"])
+    # the numbers `hybridroute evaluate` gives for the same model on the same split
+    ev = evaluate_classifier(clf, test.texts, test.y, n_boot=10)
+    assert (report["test_accuracy"], report["test_macro_f1"]) == (ev["accuracy"], ev["macro_f1"])
 
 
 def test_text_report(files, tmp_path, capsys) -> None:

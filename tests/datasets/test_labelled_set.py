@@ -68,6 +68,7 @@ def small(write):
 
 def test_public_surface_is_pinned():
     assert datasets.__all__ == [
+        "FactProblem",
         "LabelledSet",
         "SkippedRow",
         "SplitPlan",

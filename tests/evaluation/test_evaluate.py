@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from hybridroute.classifiers import IntentClassifier
 from hybridroute.evaluation import compare, evaluate_classifier, evaluate_router, write_report
+from hybridroute.exceptions import ClassifierError
 
 from ..router.conftest import EXAMPLE, fitted_policy
 
@@ -90,3 +92,78 @@ def test_paired_comparison_of_two_classifiers(parts):
         res["accuracy_a"] - res["accuracy_b"], abs=1e-6
     )
     assert 0 <= res["mcnemar"]["p_value"] <= 1
+
+
+class FlakyClassifier(IntentClassifier):
+    """The fitted local classifier, raising ``errors[word]`` on a text that holds ``word``."""
+
+    kind = "flaky"
+
+    def __init__(self, inner, errors):
+        self.inner = inner
+        self.classes_ = inner.classes_
+        self.errors = errors
+
+    def predict_proba(self, texts):
+        for word, exc in self.errors.items():
+            if any(word in t.lower() for t in texts):
+                raise exc
+        return self.inner.predict_proba(texts)
+
+
+FLAKY = [
+    pytest.param({"refund": TypeError("bad operand")}, id="TypeError"),
+    pytest.param(
+        {"refund": ValueError("shape mismatch"), "order": ClassifierError("model gone")},
+        id="ValueError+ClassifierError",
+    ),
+    pytest.param(
+        {"refund": KeyError("x"), "order": TypeError("y"), "card": ValueError("z")}, id="three"
+    ),
+]
+
+
+@pytest.mark.parametrize("errors", FLAKY)
+def test_router_evaluation_counts_fallbacks_by_cause(parts, errors, tmp_path):
+    from hybridroute.router import HybridRouter
+
+    ds, clf, policy, router = parts
+    test = ds.split("test")
+    flaky = HybridRouter(
+        rules=router.rules, classifier=FlakyClassifier(clf, errors), policy=policy, name="flaky"
+    )
+    ev = evaluate_router(flaky, test, n_boot=50, batch_size=1)
+    # which items fall back does not depend on the evaluation: rules read facts, and each
+    # classified text either holds one of the words or not
+    good = evaluate_router(router, test, n_boot=50)
+    expected: dict[str, int] = {}
+    for row in good.rows:
+        if row["stage"] == "rule":
+            continue
+        word = next((w for w in errors if w in row["text"].lower()), None)
+        if word is not None:
+            key = f"classifier_error ({type(errors[word]).__name__})"
+            expected[key] = expected.get(key, 0) + 1
+    assert expected and ev["fallbacks_by_cause"] == dict(sorted(expected.items()))
+    assert sum(expected.values()) == ev["decisions_by_stage"]["fallback"]
+    assert ev["n_classified"] == good["n_classified"]
+    assert [r["cause"] for r in ev.rows if r["stage"] == "fallback"]
+    assert all(r["cause"] is None for r in ev.rows if r["stage"] != "fallback")
+
+    files = write_report(ev, tmp_path / "rep", title="flaky")
+    md = files["markdown"].read_text()
+    page = files["html"].read_text()
+    for cause, n in expected.items():
+        assert f"| {cause} | {n} |" in md
+        assert f"<td>{cause}</td><td>{n}</td>" in page
+    assert json.loads(files["json"].read_text())["fallbacks_by_cause"] == ev["fallbacks_by_cause"]
+    header = files["errors"].read_text().splitlines()[0]
+    assert header.endswith(",cause")
+
+
+def test_a_router_without_fallbacks_reports_none(parts, tmp_path):
+    ds, _, _, router = parts
+    ev = evaluate_router(router, ds.split("test"), n_boot=50)
+    assert ev["fallbacks_by_cause"] == {}
+    md = write_report(ev, tmp_path / "rep")["markdown"].read_text()
+    assert "## Fallbacks by cause" in md and "none in this evaluation" in md

@@ -7,10 +7,9 @@ import gzip
 import json
 import tracemalloc
 
-import numpy as np
 import pytest
 
-from hybridroute.classifiers import IntentClassifier, RankedLabels
+from hybridroute.classifiers import RankedLabels
 from hybridroute.evaluation import (
     LabelledStream,
     StreamEvaluation,
@@ -22,25 +21,9 @@ from hybridroute.exceptions import DatasetError
 
 from ..hostile import bounded
 from ..router.conftest import EXAMPLE, fitted_policy
+from .one_set import ROUTER_METRIC_KEYS, RankOnly
 
-EXACT_ROUTER_KEYS = (
-    "n",
-    "n_classified",
-    "n_auto_routed",
-    "accuracy",
-    "macro_f1",
-    "coverage",
-    "selective_precision",
-    "next_step_accuracy",
-    "n_next_step",
-    "decisions_by_stage",
-    "decisions_by_destination",
-    "abstention_rate",
-    "abstentions_by_reason",
-    "rules",
-    "per_class",
-    "confusion",
-)
+EXACT_ROUTER_KEYS = ROUTER_METRIC_KEYS
 EXACT_CLASSIFIER_KEYS = (
     "n",
     "accuracy",
@@ -179,19 +162,13 @@ def test_stream_evaluation_keeps_no_rows(parts):
     assert "items" not in st
 
 
-class _Stub(IntentClassifier):
+class _Stub(RankOnly):
     """A classifier with no cost: the label is a hash of the text."""
 
     kind = "stub"
 
     def __init__(self) -> None:
-        self.classes_ = np.array([f"c{i}" for i in range(20)])
-
-    def fit(self, texts, labels):  # pragma: no cover - never fitted
-        return self
-
-    def predict_proba(self, texts):  # pragma: no cover - rank is used
-        raise NotImplementedError
+        super().__init__([f"c{i}" for i in range(20)])
 
     def rank(self, texts, k=2):
         out = []
@@ -404,7 +381,7 @@ def test_a_gzip_bomb_stops_at_the_byte_limit(tmp_path):
 
 
 def test_the_byte_limit_comes_from_the_environment(tmp_path, monkeypatch):
-    from hybridroute.evaluation._streaming import MAX_STREAM_BYTES, stream_byte_limit
+    from hybridroute.evaluation._stream_reader import MAX_STREAM_BYTES, stream_byte_limit
 
     path = _write_lines(tmp_path / "r.jsonl", *[GOOD_LINE] * 100)
     assert stream_byte_limit() == MAX_STREAM_BYTES == 64 << 30
@@ -421,7 +398,7 @@ def test_the_byte_limit_comes_from_the_environment(tmp_path, monkeypatch):
 
 
 def test_an_overlong_line_is_a_row_error_read_in_bounded_memory(tmp_path):
-    from hybridroute.evaluation._streaming import MAX_LINE_BYTES
+    from hybridroute.evaluation._stream_reader import MAX_LINE_BYTES
 
     path = tmp_path / "long.jsonl"
     with open(path, "wb") as fh:
@@ -562,10 +539,6 @@ def test_unknown_splits_are_refused(tmp_path, split):
 
 
 def test_split_aliases_are_read_as_the_loaders_read_them(tmp_path):
-    from hybridroute.datasets._validate import SPLIT_ALIASES, SPLIT_ORDER
-    from hybridroute.evaluation import _streaming
-
-    assert _streaming._SPLITS == SPLIT_ORDER and _streaming._SPLIT_ALIASES == SPLIT_ALIASES
     lines = [
         json.dumps({"text": f"t{i}", "label": "x", "split": s})
         for i, s in enumerate(["val", "Dev", "validation", "train", "calib"])

@@ -424,3 +424,57 @@ def test_shipped_spec_runs_to_the_end_and_matches_mlflow(mlflow_server, name):
         assert all(
             r["violation_rate"] <= 2 * delta for r in result.rows if r["method"] == "certified"
         )
+
+
+def _printed(result) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(result.table())
+    return console.export_text()
+
+
+@pytest.mark.parametrize("failing", [None, TypeError("bad operand"), ValueError("bad shape")])
+def test_the_router_table_says_what_its_counts_count(monkeypatch, failing):
+    """The stage counts are labelled and explained; the rates name their denominators;
+    fallbacks are listed by cause (reason code and exception type)."""
+    import hybridroute.evaluation as evaluation
+    from hybridroute.experiments.kinds.router import STAGES_NOTE
+
+    real = evaluation.evaluate_router
+    causes: list[int] = []
+
+    def failing_evaluation(router, dataset, **kw):
+        if failing is not None:
+            inner = router.classifier
+
+            class Failing(type(inner)):  # the fitted classifier, failing on refund tickets
+                def predict_proba(self, texts):
+                    if any("refund" in t.lower() for t in texts):
+                        raise failing
+                    return inner.predict_proba(texts)
+
+            clone = Failing.__new__(Failing)
+            clone.__dict__.update(inner.__dict__)
+            router.classifier = clone
+        ev = real(router, dataset, **kw)
+        causes.append(ev["decisions_by_stage"].get("fallback", 0))
+        return ev
+
+    monkeypatch.setattr(evaluation, "evaluate_router", failing_evaluation)
+    result = run_experiment(parse_spec(ROUTER_SPEC), track=False)
+    text = _printed(result)
+    assert "rule / model / policy / fallback" in text
+    assert STAGES_NOTE in result.notes
+    n_rule = result.rows[0]["stage_rule"]
+    n_test = result.summary["n_test"]
+    assert any(f"cover the {n_test - n_rule} test items no rule decided" in n for n in result.notes)
+    fallback_notes = [n for n in result.notes if n.startswith("Fallbacks by cause")]
+    if failing is None:
+        assert fallback_notes == [] and causes == [0, 0]
+    else:
+        (note,) = fallback_notes
+        name = type(failing).__name__
+        for row, n in zip(result.rows, causes, strict=True):
+            assert n > 0 and row["stage_fallback"] == n
+            assert f"{row['policy']}: classifier_error ({name}) {n}" in note

@@ -105,3 +105,114 @@ def test_same_snapshot_conflicts_within_and_across_versions(tmp_path):
 def test_empty_log(tmp_path):
     with DecisionLog(tmp_path / "log.sqlite") as log:
         assert drift_report(log.to_frame())["n"] == 0
+
+
+def fallback(version: str, reason: str, cause: str | None, i: int) -> Decision:
+    detail: dict = {"classifier": {"labels": [], "scores": []}}
+    if cause is not None:
+        detail["cause"] = cause
+        if "(" in cause:
+            detail["error"] = {"type": cause.split("(")[1].rstrip(")"), "message": "boom"}
+    return Decision(
+        router="r",
+        router_version=version,
+        stage="fallback",
+        input_snapshot={"facts": {"i": i}, "text": "t"},
+        allowed_destinations=("human_review",),
+        selected_destination="human_review",
+        reason_code=reason,
+        detail=detail,
+    )
+
+
+FALLBACKS = [
+    pytest.param(
+        {"1": [("classifier_error", "classifier_error (TypeError)")] * 3},
+        {"classifier_error (TypeError)": 3},
+        id="one-cause",
+    ),
+    pytest.param(
+        {
+            "1": [("classifier_error", "classifier_error (TypeError)")] * 2
+            + [("timeout", "timeout")],
+            "2": [("classifier_error", "classifier_error (ValueError)")] * 4
+            + [("classifier_error", "classifier_error (TypeError)")],
+        },
+        {"classifier_error (TypeError)": 3, "classifier_error (ValueError)": 4, "timeout": 1},
+        id="causes-by-version",
+    ),
+    pytest.param(
+        {"1": [("provider_error", None)] * 2, "2": [("classifier_error", None)]},
+        {"classifier_error": 1, "provider_error": 2},
+        id="records-without-a-cause",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "expected"), FALLBACKS)
+def test_fallbacks_are_counted_by_cause_overall_and_by_window(tmp_path, spec, expected):
+    with DecisionLog(tmp_path / "log.sqlite") as log:
+        i = 0
+        for version, entries in spec.items():
+            for _ in range(5):  # ordinary traffic around the fallbacks
+                log.append(dec(version, "refund_request", {"i": (i := i + 1)}, conf=0.9))
+            for reason, cause in entries:
+                log.append(fallback(version, reason, cause, i := i + 1))
+        log.flush()
+        report = drift_report(log.to_frame())
+    assert report["fallbacks_by_cause"] == expected
+    for version, entries in spec.items():
+        per = report["windows"][version]["fallbacks_by_cause"]
+        assert sum(per.values()) == len(entries)
+    lines = report.summary_lines()
+    total = sum(expected.values())
+    line = next(x for x in lines if x.startswith("fallback decisions"))
+    assert f": {total} -- by cause: " in line
+    for cause, n in expected.items():
+        assert f"{cause} {n}" in line
+    if len(spec) > 1:  # and by window
+        for version in spec:
+            assert any(x.startswith(f"  {version}: ") for x in lines[lines.index(line) :])
+
+
+def test_a_log_of_a_failing_router_is_counted_by_exception_type(tmp_path):
+    from hybridroute.calibration import EmpiricalThreshold, Policy
+    from hybridroute.classifiers import IntentClassifier
+    from hybridroute.router import HybridRouter
+    from hybridroute.rules import load_rules
+
+    from ..router.conftest import EXAMPLE
+
+    class Failing(IntentClassifier):
+        classes_ = np.asarray(["order_status", "refund_request"])
+
+        def predict_proba(self, texts):
+            if "refund" in texts[0]:
+                raise TypeError("unsupported operand")
+            raise ValueError("bad shape")
+
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(0, 1, 500)
+    policy = Policy.build(
+        classes=["order_status", "refund_request"],
+        threshold=EmpiricalThreshold(0.9).fit(scores, rng.uniform(0, 1, 500) < scores),
+        objective="empirical",
+    )
+    router = HybridRouter(rules=load_rules(EXAMPLE), classifier=Failing(), policy=policy)
+    texts = ["refund please", "where is it", "refund now", "refund?", "hello"]
+    with DecisionLog(tmp_path / "log.sqlite") as log:
+        for t in texts:
+            log.append(router.route({}, t))
+        log.flush()
+        report = drift_report(log.to_frame())
+    assert report["fallbacks_by_cause"] == {
+        "classifier_error (TypeError)": 3,
+        "classifier_error (ValueError)": 2,
+    }
+
+
+def test_no_fallbacks_say_none(tmp_path):
+    with build_log(tmp_path, False) as log:
+        report = drift_report(log.to_frame())
+    assert report["fallbacks_by_cause"] == {}
+    assert "fallback decisions (the classifier failed or abstained): none" in report.summary_lines()

@@ -320,3 +320,15 @@ def test_redaction_rules_order_counts_urls_and_values_in_text(monkeypatch):
     assert rec["input_snapshot"]["text"] == "I am " + rec["input_snapshot"]["facts"]["email"]
     assert rec["detail"]["usage"] == {"prompt_tokens": 12, "completion_tokens": 3}
     assert rec["detail"]["token"] == REDACTED
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://github.com/PolyAI-LDN/task-specific-datasets/raw/master/banking77.csv",
+        "see the risk-assessment-procedures page",
+        "our desk-booking-system-for-teams is down",
+    ],
+)
+def test_words_ending_in_sk_are_not_taken_for_keys(text):
+    assert Redactor().scrub_text(text) == text

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
+import numpy as np
 import pytest
 
+from hybridroute.classifiers import IntentClassifier
 from hybridroute.contracts import GENERIC_DESTINATIONS
 from hybridroute.exceptions import ClassifierError, FactsError, RuleSetError
 from hybridroute.router import HybridRouter
@@ -280,3 +283,176 @@ def test_router_refuses_a_policy_bound_to_another_model(rules, local_clf, policy
     with pytest.raises(ArtifactError, match="fitted on model"):
         HybridRouter(rules=rules, classifier=loaded, policy=policy.with_model_fingerprint("d" * 64))
     HybridRouter(rules=rules, classifier=local_clf, policy=policy)  # unbound, in memory: allowed
+
+
+# ---------------------------------------------------------------- fallback causes
+
+
+class RaisingClassifier(FixedClassifier):
+    """Raises ``exc`` where it is asked to score: in ``rank`` or also in a native ``arank``."""
+
+    def __init__(self, classes, exc, where="rank"):
+        super().__init__(classes)
+        self.exc = exc
+        self.where = where
+        if where == "arank":
+            self.arank = self._arank
+
+    def rank(self, texts, k=2):
+        if self.where in ("rank", "arank"):  # an async classifier raises on both paths
+            raise self.exc
+        return super().rank(texts, k)
+
+    async def _arank(self, texts, k=2):
+        raise self.exc
+
+
+class PlainRaisingClassifier(IntentClassifier):
+    """A classifier that only defines predict_proba (the router calls it directly)."""
+
+    kind = "plain"
+
+    def __init__(self, classes, exc):
+        self.classes_ = np.asarray(sorted(classes))
+        self.exc = exc
+
+    def predict_proba(self, texts):
+        raise self.exc
+
+
+EXCEPTIONS = [
+    pytest.param(TypeError("unsupported operand type(s) for +: 'int' and 'str'"), id="TypeError"),
+    pytest.param(ValueError("could not broadcast (3,) into (2,)"), id="ValueError"),
+    pytest.param(ClassifierError("the model file is missing"), id="ClassifierError"),
+    pytest.param(KeyError("vocabulary"), id="KeyError"),
+]
+ROUTE_CALLS = {
+    "route": lambda r, texts: [r.route({}, t) for t in texts],
+    "route_many": lambda r, texts: r.route_many([{"facts": {}, "text": t} for t in texts]),
+    "aroute": lambda r, texts: [asyncio.run(r.aroute({}, t)) for t in texts],
+    "aroute_many": lambda r, texts: asyncio.run(
+        r.aroute_many([{"facts": {}, "text": t} for t in texts])
+    ),
+}
+
+
+def _causes_logged(caplog):
+    return [
+        rec
+        for rec in caplog.records
+        if rec.name == "hybridroute.router._router" and "cause" in rec.getMessage()
+    ]
+
+
+@pytest.mark.parametrize("call", list(ROUTE_CALLS))
+@pytest.mark.parametrize("where", ["rank", "predict_proba", "arank"])
+@pytest.mark.parametrize("exc", EXCEPTIONS)
+def test_a_classifier_exception_is_kept_counted_and_logged_once(
+    rules, empirical_policy_factory, caplog, exc, where, call
+):
+    clf = (
+        PlainRaisingClassifier(INTENTS, exc)
+        if where == "predict_proba"
+        else RaisingClassifier(INTENTS, exc, where)
+    )
+    r = fixed_router(rules, empirical_policy_factory, clf)
+    caplog.set_level(logging.INFO, logger="hybridroute")
+    decisions = ROUTE_CALLS[call](r, ["hello", "where is my order", "hello again"])
+    name = type(exc).__name__
+    for d in decisions:
+        assert (d.stage, d.selected_destination, d.reason_code) == (
+            "fallback",
+            "human_review",
+            "classifier_error",
+        )
+        assert d.detail["error"] == {"type": name, "message": str(exc)}
+        assert d.detail["cause"] == f"classifier_error ({name})"
+    ROUTE_CALLS[call](r, ["and once more"])  # the same cause again: not logged again
+    logged = _causes_logged(caplog)
+    assert len(logged) == 1, [rec.getMessage() for rec in logged]
+    assert logged[0].levelno == logging.WARNING
+    assert f"raised {name}: {exc!s}" in logged[0].getMessage()
+    assert "'t' (version 1)" in logged[0].getMessage()
+
+
+def test_each_new_cause_is_logged_once_per_router(rules, empirical_policy_factory, caplog):
+    caplog.set_level(logging.INFO, logger="hybridroute")
+    clf = RaisingClassifier(INTENTS, TypeError("boom"))
+    r = fixed_router(rules, empirical_policy_factory, clf)
+    r.route({}, "a")
+    clf.exc = ValueError("bang")
+    r.route({}, "b")
+    clf.exc = TypeError("boom, with another message")  # same cause: type, not message
+    r.route({}, "c")
+    clf.where, clf.abstain = "none", "timeout"  # an abstention the classifier reports
+    r.route({}, "d")
+    r.route({}, "e")
+    messages = [rec.getMessage() for rec in _causes_logged(caplog)]
+    assert len(messages) == 3, messages
+    assert "raised TypeError: boom;" in messages[0]
+    assert "raised ValueError: bang;" in messages[1]
+    assert "no usable ranking (timeout)" in messages[2]
+    assert [rec.levelno for rec in _causes_logged(caplog)] == [
+        logging.WARNING,
+        logging.WARNING,
+        logging.INFO,
+    ]
+    # another router logs its own first occurrence
+    other = fixed_router(
+        rules, empirical_policy_factory, RaisingClassifier(INTENTS, TypeError("x"))
+    )
+    other.route({}, "a")
+    assert len(_causes_logged(caplog)) == 4
+
+
+def test_the_logger_is_left_as_the_host_configured_it(rules, empirical_policy_factory):
+    log = logging.getLogger("hybridroute.router._router")
+    before = (log.level, list(log.handlers), log.propagate)
+    r = fixed_router(rules, empirical_policy_factory, RaisingClassifier(INTENTS, TypeError("x")))
+    r.route({}, "a")
+    assert (log.level, list(log.handlers), log.propagate) == before
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "x" * 5000,
+        "line one\nline two\n\tTraceback (most recent call last):\n" + "  frame\n" * 200,
+    ],
+)
+def test_the_kept_message_is_one_bounded_line(rules, empirical_policy_factory, message):
+    from hybridroute.router._router import MAX_ERROR_CHARS
+
+    r = fixed_router(
+        rules, empirical_policy_factory, RaisingClassifier(INTENTS, TypeError(message))
+    )
+    err = r.route({}, "a").detail["error"]
+    assert len(err["message"]) <= MAX_ERROR_CHARS
+    assert "\n" not in err["message"] and "\t" not in err["message"]
+    assert err["message"].startswith(" ".join(message.split())[:50])
+
+
+def test_an_abstention_names_its_reason_as_its_cause(rules, empirical_policy_factory):
+    r = fixed_router(rules, empirical_policy_factory, FixedClassifier(INTENTS, abstain="timeout"))
+    d = r.route({}, "hello")
+    assert d.detail["cause"] == "timeout" and "error" not in d.detail
+
+
+def test_an_llm_error_keeps_its_reason_code_and_type(rules, empirical_policy_factory):
+    from hybridroute.exceptions import LLMTimeoutError
+
+    exc = LLMTimeoutError("no answer in 30 s")
+    r = fixed_router(rules, empirical_policy_factory, RaisingClassifier(INTENTS, exc))
+    d = r.route({}, "hello")
+    assert d.reason_code == "timeout"
+    assert d.detail["cause"] == "timeout (LLMTimeoutError)"
+
+
+def test_the_log_line_carries_no_credential(rules, empirical_policy_factory, caplog):
+    caplog.set_level(logging.INFO, logger="hybridroute")
+    key = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    exc = ValueError(f"provider refused key {key}")
+    r = fixed_router(rules, empirical_policy_factory, RaisingClassifier(INTENTS, exc))
+    r.route({}, "hello")
+    (rec,) = _causes_logged(caplog)
+    assert key not in rec.getMessage() and "[REDACTED]" in rec.getMessage()

@@ -19,6 +19,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from ..evaluation.one_set import (
+    CLASSES,
+    ROUTER_METRIC_KEYS,
+    FixedRouter,
+    reference_macro_f1,
+    router_dataset,
+    router_rows,
+    scored_rows,
+)
 from ..router.conftest import EXAMPLE, fitted_policy
 
 pytestmark = [
@@ -162,29 +171,7 @@ def test_spark_rows_equal_single_machine_row_for_row(spark_eval, world):
         assert (r["correct"], r["next_step_correct"]) == (e["correct"], e["next_step_correct"])
 
 
-@pytest.mark.parametrize(
-    "key",
-    [
-        "n",
-        "n_classified",
-        "accuracy",
-        "macro_f1",
-        "per_class",
-        "confusion",
-        "coverage",
-        "selective_precision",
-        "n_auto_routed",
-        "next_step_accuracy",
-        "n_next_step",
-        "decisions_by_stage",
-        "decisions_by_destination",
-        "abstention_rate",
-        "abstentions_by_reason",
-        "rules",
-        "router",
-        "router_version",
-    ],
-)
+@pytest.mark.parametrize("key", [*ROUTER_METRIC_KEYS, "router", "router_version"])
 def test_spark_metrics_equal_evaluate_router(spark_eval, world, key):
     result, _ = spark_eval
     assert key in world.evaluation
@@ -363,3 +350,25 @@ def test_public_names_are_pinned():
         "router_udf",
     ]
     assert all(hasattr(hs, name) for name in hs.__all__)
+
+
+def test_spark_gives_the_numbers_of_every_other_path_on_one_set(spark):
+    """One definition per number: macro-F1 (gold ∪ answered labels, abstentions a miss),
+    per-class scores, coverage... equal on Spark, in memory and streamed."""
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+    from hybridroute.evaluation import evaluate_router, evaluate_stream
+    from hybridroute.spark import evaluate_scored
+
+    columns = ("stage", "label", "confidence", "destination", "reason_code", "rule_id")
+    columns += ("gold", "gold_next_step")
+    schema = StructType(
+        [StructField(c, DoubleType() if c == "confidence" else StringType(), True) for c in columns]
+    )
+    frame = spark.createDataFrame([tuple(r[c] for c in columns) for r in scored_rows()], schema)
+    on_spark = evaluate_scored(frame, labels=list(CLASSES))
+    in_memory = evaluate_router(FixedRouter(), router_dataset(), n_boot=20)
+    streamed = evaluate_stream(FixedRouter(), router_rows(), n_boot=5)
+    for key in ROUTER_METRIC_KEYS:
+        assert on_spark[key] == in_memory[key] == streamed[key], key
+    assert on_spark["macro_f1"] == reference_macro_f1()

@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ..router.conftest import EXAMPLE, fitted_policy
+from ..support_router import support_router
 
 pytestmark = [
     pytest.mark.spark,
@@ -37,24 +37,10 @@ def cli():
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from hybridroute.calibration import CertifiedPrecisionThreshold
-    from hybridroute.classifiers import LocalClassifier
-    from hybridroute.datasets import load_dataset
     from hybridroute.records import DecisionLog
-    from hybridroute.router import HybridRouter
-    from hybridroute.rules import load_rules
 
     root = tmp_path_factory.mktemp("spark-cli")
-    ds = load_dataset("support-tickets")
-    train = ds.split("train")
-    clf = LocalClassifier(Cs=(10.0,)).fit(train.texts, train.y)
-    router = HybridRouter(
-        rules=load_rules(EXAMPLE),
-        classifier=clf,
-        policy=fitted_policy(clf, ds, CertifiedPrecisionThreshold(0.85, 0.1)),
-        name="support",
-        version="1",
-    )
+    router, ds = support_router()
     test = ds.split("test")
     names = set(router.rules.schema.names)
     decisions = router.route_many(

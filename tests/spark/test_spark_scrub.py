@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ..router.conftest import EXAMPLE, fitted_policy
+from ..support_router import support_router
 from ..test_scrubbing import CANARIES, EMAILS, ENV, NEEDLE, assert_clean, canary_texts
 
 pytestmark = [
@@ -19,25 +19,10 @@ pytestmark = [
 
 @pytest.fixture()
 def setup(tmp_path, monkeypatch):
-    from hybridroute.calibration import CertifiedPrecisionThreshold
-    from hybridroute.classifiers import LocalClassifier
-    from hybridroute.datasets import load_dataset
-    from hybridroute.router import HybridRouter
-    from hybridroute.rules import load_rules
-
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
-    ds = load_dataset("support-tickets")
-    train = ds.split("train")
-    clf = LocalClassifier(
+    router, _ = support_router(
         Cs=(3.0,), word_ngram_range=(1, 1), char_ngram_range=(3, 3), tol=0.001
-    ).fit(train.texts, train.y)
-    router = HybridRouter(
-        rules=load_rules(EXAMPLE),
-        classifier=clf,
-        policy=fitted_policy(clf, ds, CertifiedPrecisionThreshold(0.85, 0.1)),
-        name="support",
-        version="1",
     )
     data = tmp_path / "canaries.jsonl"
     rows = [

@@ -10,27 +10,12 @@ import pytest
 from hybridroute.evaluation import evaluate_router, write_report
 from hybridroute.tracking import Tracker, log_evaluation
 
-from ..router.conftest import EXAMPLE, fitted_policy
-
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    from hybridroute.calibration import CertifiedPrecisionThreshold
-    from hybridroute.classifiers import LocalClassifier
-    from hybridroute.datasets import load_dataset
-    from hybridroute.router import HybridRouter
-    from hybridroute.rules import load_rules
-
-    ds = load_dataset("support-tickets")
-    train = ds.split("train")
-    clf = LocalClassifier(Cs=(10.0,)).fit(train.texts, train.y)
-    policy = fitted_policy(clf, ds, CertifiedPrecisionThreshold(0.85, 0.1))
-    router = HybridRouter(
-        rules=load_rules(EXAMPLE), classifier=clf, policy=policy, name="support", version="7"
-    )
+def setup(tmp_path_factory, support_router):
+    router, bundle, ds = support_router
     root = tmp_path_factory.mktemp("tracking")
-    bundle = router.save(root / "bundle")
-    policy.save(root / "policy.json")
+    router.policy.save(root / "policy.json")
     test = ds.split("test")
     ev = evaluate_router(router, test, n_boot=100)
     files = write_report(ev, root / "report")

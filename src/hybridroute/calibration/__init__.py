@@ -16,6 +16,10 @@
 * The whole procedure, from a probability matrix and gold labels to a built policy --
   :func:`fit_policy` (what ``hybridroute calibrate`` runs).
 
+The calibrators and threshold fitters follow scikit-learn's estimator API
+(``get_params`` / ``set_params``, nested ``<component>__<parameter>`` names), so
+:func:`sklearn.base.clone` works on them.
+
 This package imports numpy, scipy and (lazily, for isotonic regression) scikit-learn;
 never litellm, instructor or mlflow.
 """

@@ -4,48 +4,50 @@ Every estimator here follows the scikit-learn contract: ``__init__`` stores its 
 arguments unchanged and does nothing else; ``fit`` validates and learns; learned state
 ends in ``_``. ``get_params`` reads the ``__init__`` signature, so a fitter can be cloned
 with different settings (the per-class and three-way fitters do that).
+
+The estimators speak scikit-learn's public estimator API -- ``get_params(deep=True)``,
+``set_params(**params)`` with ``<component>__<parameter>`` names for nested fitters -- so
+:func:`sklearn.base.clone` (and anything built on it) works on them. The API comes from
+:class:`hybridroute._params.ParamsMixin` (the classifiers use it too) rather than from
+:class:`sklearn.base.BaseEstimator`: importing scikit-learn costs about half a second, and
+loading a policy (which the service and the router do) should not pay it.
 """
 
 from __future__ import annotations
 
-import inspect
+import copy
 import math
 from typing import Any
 
 import numpy as np
 
+from .._params import ParamsMixin
 from ..exceptions import NotFittedError
 
 __all__: list[str] = []
 
 
-class _Estimator:
-    """Estimator base: parameter introspection, cloning and the fitted check."""
+class _Estimator(ParamsMixin):
+    """Estimator base: scikit-learn's parameter API, cloning and the fitted check."""
 
     #: Name written into a policy artifact for this technique.
     method: str = "base"
 
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [
-            p.name
-            for p in sig.parameters.values()
-            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        ]
-
-    def get_params(self) -> dict[str, Any]:
-        """The constructor arguments, by name."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
     def _clone(self, **overrides: Any) -> Any:
-        """A new, unfitted estimator with the same arguments (some replaced)."""
-        params = self.get_params()
+        """A new, unfitted estimator with the same arguments (some replaced).
+
+        Nested fitters are cloned and other values deep-copied, as
+        :func:`sklearn.base.clone` does, so the copy shares no mutable state with ``self``.
+        """
+        params = {
+            k: v._clone() if isinstance(v, _Estimator) else copy.deepcopy(v)
+            for k, v in self.get_params(deep=False).items()
+        }
         params.update(overrides)
         return type(self)(**params)
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params(deep=False).items())
         return f"{type(self).__name__}({args})"
 
     def _check_fitted(self, attribute: str) -> None:

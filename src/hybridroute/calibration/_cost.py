@@ -136,7 +136,7 @@ class CostThreshold(_Estimator):
         self._check_fitted("threshold_")
         return {
             "method": self.method,
-            "params": self.get_params(),
+            "params": self.get_params(deep=False),
             "score": self.score_name,
             "threshold": jsonable_threshold(self.threshold_),
             "ask_threshold": None if self.two_way_ else jsonable_threshold(self.ask_threshold_),

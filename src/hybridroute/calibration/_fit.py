@@ -322,7 +322,7 @@ def fit_policy(
     per_class_fit = None
     if per_class:
         base = fitter.auto if isinstance(fitter, ThreeWayThreshold) else fitter
-        params = base.get_params()
+        params = base.get_params(deep=False)
         # A certifying base derives its smallest class from (target, delta).
         min_size = None if "target" in params and "delta" in params else _EMPIRICAL_MIN_CLASS_SIZE
         per_class_fit = PerClassThreshold(base, min_class_size=min_size).fit(
@@ -386,7 +386,7 @@ def _choice(value: Any, allowed: tuple[str, ...], name: str) -> str:
 
 def _costs(costs: Mapping[str, float | None] | None) -> dict[str, float | None]:
     """``cost_misroute`` / ``cost_ask_user`` / ``cost_human_review`` as plain floats."""
-    defaults = CostThreshold().get_params()
+    defaults = CostThreshold().get_params(deep=False)
     given: Mapping[str, float | None] = {} if costs is None else costs
     if not isinstance(given, Mapping):
         raise ValueError(f"costs must be a mapping with keys {', '.join(COST_KEYS)}")

@@ -79,10 +79,17 @@ def apply_isotonic(conf: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray
     return np.interp(conf, x, y)
 
 
-def isotonic_transform(p: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Replace each row's top score by its calibrated value and rescale the others."""
+def isotonic_transform(
+    p: np.ndarray, x: np.ndarray, y: np.ndarray, top: np.ndarray | None = None
+) -> np.ndarray:
+    """Replace each row's top score by its calibrated value and rescale the others.
+
+    ``top`` names each row's top column (default: its argmax); a policy passes the
+    classifier's best label, which a tie or a partial ranking can put elsewhere.
+    """
     p = p / p.sum(axis=1, keepdims=True)
-    top = p.argmax(axis=1)
+    if top is None:
+        top = p.argmax(axis=1)
     rows = np.arange(len(p))
     c = p[rows, top]
     c_new = apply_isotonic(c, x, y)

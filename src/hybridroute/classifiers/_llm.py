@@ -39,7 +39,7 @@ import numpy as np
 
 from ..exceptions import LLMError, UserInputError
 from ._base import IntentClassifier, RankedLabels
-from ._llm_cache import AnswerCache, cache_key
+from ._llm_cache import AnswerCache, answer_fields, cache_key
 from ._llm_confidence import CONFIDENCE_METHODS, ConfidenceMethod, make_confidence_method
 from ._prompt import PromptTemplate
 from ._retry import AttemptResult, LabelFailure, RetrySettings, Usage, ask_with_budgets
@@ -331,7 +331,8 @@ class LLMClassifier(IntentClassifier):
     max_concurrency : int
         Requests in flight at once, across the batch.
     cache_dir : str or None
-        Directory of the on-disk answer cache; ``None`` disables caching.
+        Directory of the on-disk answer cache (keyed by endpoint, model, prompt...: see
+        :mod:`hybridroute.classifiers._llm_cache`); ``None`` disables caching.
     n_examples_per_label : int
         Few-shot examples per label drawn from the training data in :meth:`fit` (seeded).
     seed : int
@@ -535,14 +536,16 @@ class LLMClassifier(IntentClassifier):
     # ------------------------------------------------------------------ batches
 
     def _cache_fields(self, method: ConfidenceMethod) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "prompt_version": self.prompt_.version,
-            "prompt_fingerprint": self.prompt_.fingerprint(),
-            "labels": [str(c) for c in self.classes_],
-            "mode": self.mode,
-            "confidence": method.settings(),
-        }
+        """What decides an answer besides the text: endpoint, model, prompt... (the key)."""
+        return answer_fields(
+            model=self.model,
+            api_base=self.api_base,
+            extra_params=self.extra_params,
+            template=self.prompt_,
+            labels=[str(c) for c in self.classes_],
+            mode=self.mode,
+            confidence=method.settings(),
+        )
 
     def classify(self, texts: Sequence[str]) -> LLMBatch:
         """Classify ``texts``; never raises for a failed item (it abstains)."""

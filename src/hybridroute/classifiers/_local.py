@@ -14,228 +14,34 @@ the implementation:
   our own analyzer and one sparse-times-dense product. Training builds its feature matrix
   through the very same code, so what was fitted is exactly what is served, and the
   saved model (vocabularies in JSON, arrays in ``.npz``) holds no code.
+
+The featurizer lives in :mod:`._tfidf`, the logistic-regression path in :mod:`._logistic`
+and the input checks and validation rows in :mod:`._training_data`; the embedding
+classifier's TF-IDF block is a :class:`LocalClassifier` built from the same pieces.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
 
-from ..exceptions import ArtifactError, DatasetError
-from ._base import IntentClassifier
+from ..exceptions import ArtifactError
+from ._base import LogitClassifier
+from ._logistic import fit_logistic_path, positive_grid, warn_unconverged
+from ._tfidf import TfidfFeaturizer
+from ._training_data import check_texts, training_rows
 
 __all__ = ["LocalClassifier"]
 
-# The word token pattern of scikit-learn's CountVectorizer: runs of two or more word
-# characters.
-_TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
 _VOCABULARY_FILE = "vocabulary.json"
 _ARRAYS_FILE = "arrays.npz"
 
 
-def _word_ngrams(tokens: list[str], lo: int, hi: int) -> list[str]:
-    """Word n-grams of ``tokens`` for n in ``[lo, hi]`` (joined by one space)."""
-    if lo == 1 and hi == 1:
-        return tokens
-    out = list(tokens) if lo == 1 else []
-    n_tokens = len(tokens)
-    for n in range(max(lo, 2), min(hi, n_tokens) + 1):
-        out.extend(" ".join(tokens[i : i + n]) for i in range(n_tokens - n + 1))
-    return out
-
-
-def _char_ngrams(word: str, lo: int, hi: int) -> list[str]:
-    """Character n-grams of one whitespace-free ``word``, padded with a space each side.
-
-    This is the ``char_wb`` analyzer of scikit-learn for ``lo <= 3``: n-grams never cross
-    a word boundary, and the padding marks where a word starts and ends.
-    """
-    padded = f" {word} "
-    size = len(padded)
-    out: list[str] = []
-    for n in range(lo, min(hi, size) + 1):
-        out.extend(padded[i : i + n] for i in range(size - n + 1))
-    return out
-
-
-def _check_texts(texts: Any, what: str = "texts") -> list[str]:
-    if isinstance(texts, str | bytes):
-        raise DatasetError(
-            f"{what} must be a sequence of strings, not a single {type(texts).__name__}; "
-            "wrap one text in a list"
-        )
-    try:
-        items = list(texts)
-    except TypeError:
-        raise DatasetError(
-            f"{what} must be a sequence of strings, got {type(texts).__name__}"
-        ) from None
-    for i, text in enumerate(items):
-        if not isinstance(text, str):
-            raise DatasetError(f"{what}[{i}] is a {type(text).__name__}, not a string")
-    return items
-
-
-def _check_labels(labels: Any, n: int, what: str = "labels") -> list[str]:
-    items = _check_texts(labels, what)
-    if len(items) != n:
-        raise DatasetError(f"{what} has {len(items)} items but there are {n} texts")
-    for i, label in enumerate(items):
-        if not label.strip():
-            raise DatasetError(f"{what}[{i}] is empty")
-    return items
-
-
-def _stratified_holdout(labels: Sequence[str], fraction: float, seed: int) -> np.ndarray:
-    """Boolean mask of a seeded, stratified validation share of ``labels``.
-
-    Each class with at least two rows gives ``round(fraction * n)`` rows (at least one,
-    never all of them); classes are visited in sorted order so the mask depends only on
-    the labels and the seed.
-    """
-    rng = np.random.default_rng(seed)
-    y = np.asarray(labels, dtype=object)
-    mask = np.zeros(len(y), dtype=bool)
-    for label in sorted(set(labels)):
-        idx = np.flatnonzero(y == label)
-        if len(idx) < 2:
-            continue
-        take = min(len(idx) - 1, max(1, round(fraction * len(idx))))
-        mask[rng.permutation(idx)[:take]] = True
-    return mask
-
-
-class _Featurizer:
-    """Fitted TF-IDF state: two vocabularies (word, char) and one idf vector.
-
-    Feature columns are the word n-grams first, then the character n-grams; each block is
-    L2-normalised on its own, as two stacked ``TfidfVectorizer`` outputs would be.
-    """
-
-    def __init__(
-        self,
-        word_vocabulary: dict[str, int],
-        char_vocabulary: dict[str, int],
-        idf: np.ndarray,
-        *,
-        word_ngram_range: tuple[int, int],
-        char_ngram_range: tuple[int, int],
-        lowercase: bool,
-        sublinear_tf: bool,
-    ) -> None:
-        self.word_vocabulary = word_vocabulary
-        self.char_vocabulary = char_vocabulary
-        self.idf = idf
-        self.word_ngram_range = word_ngram_range
-        self.char_ngram_range = char_ngram_range
-        self.lowercase = lowercase
-        self.sublinear_tf = sublinear_tf
-
-    @property
-    def n_features(self) -> int:
-        return len(self.word_vocabulary) + len(self.char_vocabulary)
-
-    @classmethod
-    def fit(
-        cls,
-        texts: Sequence[str],
-        *,
-        word_ngram_range: tuple[int, int],
-        char_ngram_range: tuple[int, int],
-        lowercase: bool,
-        sublinear_tf: bool,
-        min_df: int,
-    ) -> _Featurizer:
-        wlo, whi = word_ngram_range
-        clo, chi = char_ngram_range
-        word_df: Counter[str] = Counter()
-        char_df: Counter[str] = Counter()
-        for text in texts:
-            if lowercase:
-                text = text.lower()
-            word_df.update(set(_word_ngrams(_TOKEN.findall(text), wlo, whi)))
-            grams: set[str] = set()
-            for word in set(text.split()):
-                grams.update(_char_ngrams(word, clo, chi))
-            char_df.update(grams)
-        n_docs = len(texts)
-        vocabularies = []
-        idfs = []
-        for df in (word_df, char_df):
-            # Sorted terms: the column order depends on the data only, never on hash seeds.
-            terms = sorted(term for term, count in df.items() if count >= min_df)
-            vocabularies.append({term: i for i, term in enumerate(terms)})
-            counts = np.array([df[term] for term in terms], dtype=np.float64)
-            # Smoothed idf, as scikit-learn's TfidfTransformer(smooth_idf=True).
-            idfs.append(np.log((1.0 + n_docs) / (1.0 + counts)) + 1.0)
-        return cls(
-            vocabularies[0],
-            vocabularies[1],
-            np.concatenate(idfs),
-            word_ngram_range=word_ngram_range,
-            char_ngram_range=char_ngram_range,
-            lowercase=lowercase,
-            sublinear_tf=sublinear_tf,
-        )
-
-    def transform(self, texts: Sequence[str]) -> Any:
-        """TF-IDF rows of ``texts`` as a CSR matrix of shape ``(n, n_features)``."""
-        import scipy.sparse as sp
-
-        wvocab = self.word_vocabulary
-        cvocab = self.char_vocabulary
-        offset = len(wvocab)
-        wlo, whi = self.word_ngram_range
-        clo, chi = self.char_ngram_range
-        lowercase = self.lowercase
-        # The character n-grams of a word depend on the word alone; within one call each
-        # distinct word is analysed once. Nothing persists between calls.
-        word_columns: dict[str, list[int]] = {}
-        columns: list[int] = []
-        indptr = [0]
-        for text in texts:
-            if lowercase:
-                text = text.lower()
-            columns.extend(
-                [wvocab[g] for g in _word_ngrams(_TOKEN.findall(text), wlo, whi) if g in wvocab]
-            )
-            for word in text.split():
-                cols = word_columns.get(word)
-                if cols is None:
-                    cols = [offset + cvocab[g] for g in _char_ngrams(word, clo, chi) if g in cvocab]
-                    word_columns[word] = cols
-                columns.extend(cols)
-            indptr.append(len(columns))
-        n = len(indptr) - 1
-        indices = np.array(columns, dtype=np.int32)
-        matrix = sp.csr_matrix(
-            (np.ones(len(indices), dtype=np.float64), indices, np.array(indptr, dtype=np.int64)),
-            shape=(n, self.n_features),
-        )
-        matrix.sum_duplicates()  # repeated columns -> term counts; sorts the indices too
-        data = matrix.data
-        if self.sublinear_tf:
-            np.log(data, out=data)
-            data += 1.0
-        data *= self.idf[matrix.indices]
-        # L2 norm of each row, separately for the word block and the character block.
-        rows = np.repeat(np.arange(n), np.diff(matrix.indptr))
-        block = (matrix.indices >= offset).astype(np.int64)
-        slot = rows * 2 + block
-        norms = np.sqrt(np.bincount(slot, weights=data * data, minlength=2 * n))
-        norms[norms == 0.0] = 1.0
-        data /= norms[slot]
-        return matrix
-
-
-class LocalClassifier(IntentClassifier):
+class LocalClassifier(LogitClassifier):
     """TF-IDF (word 1-2 + character 2-5 grams) into multinomial logistic regression.
 
     Parameters
@@ -339,37 +145,6 @@ class LocalClassifier(IntentClassifier):
 
     # -- parameters ---------------------------------------------------------------------
 
-    _PARAMS = (
-        "Cs",
-        "word_ngram_range",
-        "char_ngram_range",
-        "sublinear_tf",
-        "min_df",
-        "lowercase",
-        "validation_fraction",
-        "max_iter",
-        "tol",
-        "random_state",
-    )
-
-    def get_params(self, deep: bool = False) -> dict[str, Any]:
-        """The constructor arguments, as a dict (``deep`` is accepted and ignored)."""
-        return {name: getattr(self, name) for name in self._PARAMS}
-
-    def set_params(self, **params: Any) -> Self:
-        """Set constructor arguments; returns ``self``."""
-        for name, value in params.items():
-            if name not in self._PARAMS:
-                raise ValueError(f"unknown parameter {name!r} of {type(self).__name__}")
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        defaults = LocalClassifier().get_params()
-        changed = {k: v for k, v in self.get_params().items() if v != defaults[k]}
-        inner = ", ".join(f"{k}={v!r}" for k, v in changed.items())
-        return f"{type(self).__name__}({inner})"
-
     def _validated_params(self) -> dict[str, Any]:
         def ngram_range(name: str, lowest: int, highest_lo: int) -> tuple[int, int]:
             value = getattr(self, name)
@@ -381,12 +156,7 @@ class LocalClassifier(IntentClassifier):
                 raise ValueError(f"{name} must satisfy {lowest} <= lo <= hi, got {value!r}")
             return lo, hi
 
-        try:
-            cs = sorted(float(c) for c in self.Cs)
-        except (TypeError, ValueError):
-            raise ValueError(f"Cs must be a sequence of numbers, got {self.Cs!r}") from None
-        if not cs or any(not math.isfinite(c) or c <= 0 for c in cs):
-            raise ValueError(f"Cs must hold one or more positive numbers, got {self.Cs!r}")
+        cs = positive_grid(self.Cs, "Cs")
         if not 0.0 < float(self.validation_fraction) < 1.0:
             raise ValueError(
                 f"validation_fraction must lie in (0, 1), got {self.validation_fraction!r}"
@@ -430,105 +200,65 @@ class LocalClassifier(IntentClassifier):
             ``self``, fitted.
         """
         params = self._validated_params()
-        texts = _check_texts(texts)
-        labels = _check_labels(labels, len(texts))
-        classes = sorted(set(labels))
-        if len(classes) < 2:
-            raise DatasetError(
-                f"need at least two labels to train a classifier, got {len(classes)}: {classes!r}"
-            )
         cs: list[float] = params["Cs"]
-
-        search_texts, search_labels = texts, labels
-        val_texts: list[str] = []
-        val_labels: list[str] = []
-        source = "none"
-        if validation is not None:
-            try:
-                vt, vl = validation
-            except (TypeError, ValueError):
-                raise DatasetError("validation must be a pair (texts, labels)") from None
-            val_texts = _check_texts(vt, "validation texts")
-            val_labels = _check_labels(vl, len(val_texts), "validation labels")
-            unknown = sorted(set(val_labels) - set(classes))
-            if unknown:
-                raise DatasetError(
-                    f"validation labels not among the training labels: {unknown[:10]!r}"
-                )
-            if not val_texts:
-                raise DatasetError("validation data is empty")
-            source = "given"
-        elif len(cs) > 1:
-            mask = _stratified_holdout(
-                labels, float(self.validation_fraction), int(self.random_state)
-            )
-            if not mask.any():
-                raise DatasetError(
-                    "too few rows to hold out validation data for choosing C (no label has "
-                    "two rows); pass validation=(texts, labels) or a single value in Cs"
-                )
-            search_texts = [t for t, m in zip(texts, mask, strict=True) if not m]
-            search_labels = [y for y, m in zip(labels, mask, strict=True) if not m]
-            val_texts = [t for t, m in zip(texts, mask, strict=True) if m]
-            val_labels = [y for y, m in zip(labels, mask, strict=True) if m]
-            source = "carved"
-
-        class_index = {c: i for i, c in enumerate(classes)}
-        featurizer = self._fit_featurizer(search_texts, params)
-        x_search = featurizer.transform(search_texts)
-        y_search = np.array([class_index[y] for y in search_labels])
+        rows = training_rows(
+            texts,
+            labels,
+            validation,
+            search=len(cs) > 1,
+            fraction=float(self.validation_fraction),
+            seed=int(self.random_state),
+            single_hint="a single value in Cs",
+        )
+        featurizer = self._fit_featurizer(rows.search_texts, params)
+        x_search = featurizer.transform(rows.search_texts)
+        y_search = rows.class_indices(rows.search_labels)
+        n_classes = len(rows.classes)
+        models = self._fit_path(x_search, y_search, cs, n_classes)
 
         accuracies: list[float] = []
-        if val_texts:
-            x_val = featurizer.transform(val_texts)
-            y_val = np.array([class_index[y] for y in val_labels])
-            models = self._fit_path(x_search, y_search, cs, len(classes))
+        if rows.val_texts:
+            x_val = featurizer.transform(rows.val_texts)
+            y_val = rows.class_indices(rows.val_labels)
             for weights, intercept, _ in models:
                 scores = x_val @ weights + intercept
                 accuracies.append(float(np.mean(np.argmax(scores, axis=1) == y_val)))
             best = int(np.argmax(accuracies))  # first maximum: the smallest such C
-            best_c = cs[best]
-            if source == "given":
-                weights, intercept, n_iter = models[best]
-            else:
-                featurizer = self._fit_featurizer(texts, params)
-                y_all = np.array([class_index[y] for y in labels])
-                ((weights, intercept, n_iter),) = self._fit_path(
-                    featurizer.transform(texts), y_all, [best_c], len(classes)
-                )
-            n_train = len(search_texts) if source == "given" else len(texts)
         else:
-            best_c = cs[0]
-            models = self._fit_path(x_search, y_search, cs, len(classes))
-            ((weights, intercept, n_iter),) = models
-            n_train = len(texts)
-
-        if n_iter >= int(self.max_iter):
-            import warnings
-
-            from sklearn.exceptions import ConvergenceWarning
-
-            warnings.warn(
-                f"the logistic regression stopped at max_iter={self.max_iter} before reaching "
-                f"tol={self.tol}; raise max_iter for a fully converged model",
-                ConvergenceWarning,
-                stacklevel=2,
+            best = 0  # a single C
+        best_c = cs[best]
+        weights, intercept, n_iter = models[best]
+        n_train = len(rows.search_texts)
+        if rows.source == "carved":
+            # the carved rows go back into training for the final model
+            featurizer = self._fit_featurizer(rows.texts, params)
+            ((weights, intercept, n_iter),) = self._fit_path(
+                featurizer.transform(rows.texts),
+                rows.class_indices(rows.labels),
+                [best_c],
+                n_classes,
             )
-        self.C_ = best_c
-        self.n_iter_ = n_iter
-        self.cv_results_ = {
-            "C": list(cs) if val_texts else [best_c],
-            "validation_accuracy": accuracies,
-            "n_iter": [m[2] for m in models],
-            "n_validation": len(val_texts),
-            "validation_source": source,
-        }
-        self._set_fitted(featurizer, weights, intercept, n_train)
-        self.classes_ = np.array(classes, dtype=str)
-        return self
+            n_train = len(rows.texts)
+        warn_unconverged(n_iter, int(self.max_iter), float(self.tol), "the logistic regression")
+        return self._set_fitted(
+            featurizer,
+            weights,
+            intercept,
+            C=best_c,
+            n_iter=n_iter,
+            n_train=n_train,
+            classes=rows.classes,
+            cv_results={
+                "C": list(cs) if rows.val_texts else [best_c],
+                "validation_accuracy": accuracies,
+                "n_iter": [m[2] for m in models],
+                "n_validation": len(rows.val_texts),
+                "validation_source": rows.source,
+            },
+        )
 
-    def _fit_featurizer(self, texts: Sequence[str], params: dict[str, Any]) -> _Featurizer:
-        return _Featurizer.fit(
+    def _fit_featurizer(self, texts: Sequence[str], params: dict[str, Any]) -> TfidfFeaturizer:
+        return TfidfFeaturizer.fit(
             texts,
             word_ngram_range=params["word_ngram_range"],
             char_ngram_range=params["char_ngram_range"],
@@ -540,45 +270,28 @@ class LocalClassifier(IntentClassifier):
     def _fit_path(
         self, x: Any, y: np.ndarray, cs: Iterable[float], n_classes: int
     ) -> list[tuple[np.ndarray, np.ndarray, int]]:
-        """Fit one model per ``C`` (ascending), each warm-started from the previous one.
-
-        Returns feature-major weights ``(n_features, n_classes)``, intercepts and the
-        solver's iteration count, per ``C``.
-        """
-        import warnings
-
-        from sklearn.exceptions import ConvergenceWarning
-        from sklearn.linear_model import LogisticRegression
-        from threadpoolctl import threadpool_limits
-
-        model = LogisticRegression(
-            C=1.0, max_iter=int(self.max_iter), tol=float(self.tol), warm_start=True
+        """One model per ``C`` (ascending), warm-started, with this classifier's solver."""
+        return fit_logistic_path(
+            x, y, cs, n_classes, max_iter=int(self.max_iter), tol=float(self.tol)
         )
-        out = []
-        for c in cs:
-            model.set_params(C=float(c))
-            # One BLAS thread: the solver's heavy steps (sparse products, L-BFGS updates)
-            # are single-threaded anyway; extra BLAS threads only doubled the CPU time
-            # here, and thread counts change the last bits of the weights, which would
-            # make saved models differ between machines.
-            with warnings.catch_warnings(), threadpool_limits(limits=1):
-                # Recorded as n_iter instead; fit() warns once if the final model is short.
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                model.fit(x, y)
-            coef = np.asarray(model.coef_, dtype=np.float64)
-            intercept = np.asarray(model.intercept_, dtype=np.float64)
-            if n_classes == 2:
-                # Binary logistic regression has one weight vector for the second class;
-                # scoring [0, w] through a softmax gives the same sigmoid.
-                coef = np.vstack([np.zeros_like(coef[0]), coef[0]])
-                intercept = np.array([0.0, intercept[0]])
-            n_iter = int(np.max(model.n_iter_))
-            out.append((np.ascontiguousarray(coef.T), intercept.copy(), n_iter))
-        return out
 
     def _set_fitted(
-        self, featurizer: _Featurizer, weights: np.ndarray, intercept: np.ndarray, n_train: int
-    ) -> None:
+        self,
+        featurizer: TfidfFeaturizer,
+        weights: np.ndarray,
+        intercept: np.ndarray,
+        *,
+        C: float,
+        n_iter: int,
+        n_train: int,
+        classes: Sequence[str],
+        cv_results: dict[str, Any],
+    ) -> Self:
+        """Set every learned attribute (from :meth:`fit`, a saved directory, or the parts
+        the embedding classifier fitted); returns ``self``."""
+        self.C_ = float(C)
+        self.n_iter_ = int(n_iter)
+        self.cv_results_ = cv_results
         self.word_vocabulary_ = featurizer.word_vocabulary
         self.char_vocabulary_ = featurizer.char_vocabulary
         self.idf_ = featurizer.idf
@@ -589,34 +302,17 @@ class LocalClassifier(IntentClassifier):
         self.intercept_ = intercept
         self.n_train_ = int(n_train)
         self._featurizer = featurizer
+        self.classes_ = np.array(classes, dtype=str)
+        return self
 
     # -- prediction ---------------------------------------------------------------------
 
     def decision_function(self, texts: Sequence[str]) -> np.ndarray:
         """Raw class scores (logits) of shape ``(n_texts, n_classes)``."""
         self._check_fitted()
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         x = self._featurizer.transform(texts).astype(self.weights_.dtype)
         return np.asarray(x @ self.weights_, dtype=np.float64) + self.intercept_
-
-    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
-        """Class probabilities of shape ``(n_texts, n_classes)``; rows sum to 1.
-
-        Parameters
-        ----------
-        texts : sequence of str
-            Texts to score (a list; a bare string is refused).
-
-        Returns
-        -------
-        ndarray
-            Columns follow ``classes_``.
-        """
-        scores = self.decision_function(texts)
-        scores -= scores.max(axis=1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=1, keepdims=True)
-        return scores
 
     # -- persistence --------------------------------------------------------------------
 
@@ -657,26 +353,9 @@ class LocalClassifier(IntentClassifier):
         """Rebuild a fitted classifier from ``directory`` (already checked by the loader)."""
         from ._persistence import read_arrays, read_json
 
-        state = manifest.get("state")
-        if not isinstance(state, dict) or not isinstance(state.get("params"), dict):
-            raise ArtifactError("manifest has no 'state.params' object", path=str(directory))
-        params = dict(state["params"])
-        unknown = sorted(set(params) - set(cls._PARAMS))
-        if unknown:
-            raise ArtifactError(
-                f"manifest state has unknown parameters {unknown!r}", path=str(directory)
-            )
-        for key in ("Cs", "word_ngram_range", "char_ngram_range"):
-            if key in params:
-                params[key] = tuple(params[key])
-        clf = cls(**params)
-        try:
-            checked = clf._validated_params()
-        except ValueError as exc:
-            raise ArtifactError(
-                f"manifest parameters are invalid: {exc}", path=str(directory)
-            ) from None
-
+        clf, state, checked = cls._from_saved_params(
+            directory, manifest, sequences=("Cs", "word_ngram_range", "char_ngram_range")
+        )
         vocab = read_json(directory / _VOCABULARY_FILE)
         if not isinstance(vocab, dict) or set(vocab) != {"word", "char"}:
             raise ArtifactError(
@@ -708,7 +387,7 @@ class LocalClassifier(IntentClassifier):
                 "intercept": (n_classes,),
             },
         )
-        featurizer = _Featurizer(
+        featurizer = TfidfFeaturizer(
             vocabularies[0],
             vocabularies[1],
             np.asarray(arrays["idf"], dtype=np.float64),
@@ -718,19 +397,20 @@ class LocalClassifier(IntentClassifier):
             sublinear_tf=bool(clf.sublinear_tf),
         )
         try:
-            clf.C_ = float(state["C_"])
-            clf.cv_results_ = dict(state["cv_results_"])
-            n_train = int(state["n_train_"])
-            clf.n_iter_ = int(state["n_iter_"])
+            learned: dict[str, Any] = {
+                "C": float(state["C_"]),
+                "cv_results": dict(state["cv_results_"]),
+                "n_train": int(state["n_train_"]),
+                "n_iter": int(state["n_iter_"]),
+            }
         except (KeyError, TypeError, ValueError) as exc:
             raise ArtifactError(
                 f"manifest state is missing or has a bad {exc}", path=str(directory)
             ) from None
-        clf._set_fitted(
+        return clf._set_fitted(
             featurizer,
             arrays["weights"],
             np.asarray(arrays["intercept"], dtype=np.float64),
-            n_train,
+            classes=manifest["classes"],
+            **learned,
         )
-        clf.classes_ = np.array(manifest["classes"], dtype=str)
-        return clf

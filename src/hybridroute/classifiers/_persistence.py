@@ -478,7 +478,8 @@ def save_classifier(
         if any(target.iterdir()):
             if not overwrite:
                 raise ArtifactError(
-                    "exists and is not empty; choose a new directory or allow overwriting",
+                    "exists and is not empty; choose a new directory, or pass overwrite=True "
+                    "to replace the saved classifier there",
                     path=str(target),
                 )
             if not (target / MANIFEST_NAME).is_file():
@@ -628,8 +629,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     if version < FORMAT_VERSION:
         raise ArtifactError(
             f"format_version {version} predates sealed manifests (this hybridroute reads "
-            f"{FORMAT_VERSION}); save the classifier again with hybridroute {__version__} "
-            "(e.g. `hybridroute train`)",
+            f"{FORMAT_VERSION}); save the classifier again with hybridroute {__version__}",
             path=where,
         )
     manifest = _checked(verify(manifest, path=where, what="model manifest"), directory)

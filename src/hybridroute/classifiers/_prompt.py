@@ -178,6 +178,11 @@ class PromptTemplate:
             "none_of_these": self.none_of_these,
         }
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its fields by pickle, copy.deepcopy and so sklearn.base.clone of an
+        # LLMClassifier (the read-only view of label_descriptions cannot be pickled).
+        return (type(self).from_dict, (self.to_dict(),))
+
     def fingerprint(self) -> str:
         """SHA-256 of the template's canonical JSON (part of the answer-cache key)."""
         payload = json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)

@@ -248,6 +248,7 @@ def _summary(policy: Any, out: Path) -> dict[str, Any]:
     doc = policy.to_dict()
     t = doc["thresholds"]
     g = doc["guarantee"]
+    prov = doc.get("provenance") or {}
     return {
         "out": str(out),
         "objective": doc["objective"]["name"],
@@ -266,7 +267,12 @@ def _summary(policy: Any, out: Path) -> dict[str, Any]:
         "required_calibration_size": g["required_calibration_size"],
         "expected_coverage": doc["expected"]["coverage"],
         "expected_precision": doc["expected"]["precision"],
+        # the thresholds' rows (the certificate's n); the rest of the split fit the calibrator
         "calibration_size": doc["calibration_data"]["size"],
+        "calibration_split": prov.get("calibration_split"),
+        "calibration_split_carved": prov.get("calibration_split_carved"),
+        "calibrator_size": prov.get("calibrator_size"),
+        "threshold_size": prov.get("threshold_size"),
         "out_of_scope_share": doc["calibration_data"].get("out_of_scope_share"),
         "evidence_thresholds": None
         if not doc["evidence"]
@@ -285,6 +291,20 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _rows_line(s: dict[str, Any]) -> str:
+    """Which calibration rows fit what: the calibrator's share and the thresholds' rest."""
+    n_cal, n_thr = s["calibrator_size"], s["threshold_size"]
+    if n_cal is None or n_thr is None:  # a policy fitted without fit_policy's provenance
+        return f"calibration size {s['calibration_size']} (rows the thresholds were fitted on)"
+    split = f" of split {s['calibration_split']!r}" if s["calibration_split"] else ""
+    if s["calibration_split_carved"]:
+        split += " (carved from train)"
+    head = f"calibration rows {n_cal + n_thr}{split}: "
+    if not n_cal:
+        return head + f"all {n_thr} fit the thresholds (no calibrator fitted)"
+    return head + f"{n_cal} fit the {s['calibrator']} calibrator, the other {n_thr} the thresholds"
+
+
 def _print(s: dict[str, Any]) -> None:
     lines = [
         f"policy written to {s['out']} (sha256 {s['content_sha256'][:12]}, "
@@ -294,6 +314,7 @@ def _print(s: dict[str, Any]) -> None:
         + (f" (target {_fmt(s['target'])}, delta {_fmt(s['delta'])})" if s["target"] else ""),
         f"calibrator       {s['calibrator']}"
         + (f" (T = {_fmt(s['temperature'])})" if s["temperature"] is not None else ""),
+        _rows_line(s),
         f"threshold        {_fmt(s['threshold'])}"
         + ("  (nothing is auto-routed)" if s["threshold"] is None else ""),
     ]
@@ -313,10 +334,16 @@ def _print(s: dict[str, Any]) -> None:
         lines.append("certified        NO")
     if s["reason"]:
         lines.append(f"reason           {s['reason']}")
+    n_thr = s["threshold_size"] if s["threshold_size"] is not None else s["calibration_size"]
     if s["required_calibration_size"]:
-        lines.append(f"would need       about {s['required_calibration_size']} calibration items")
-    lines.append(f"expected coverage {_fmt(s['expected_coverage'])}")
-    lines.append(f"calibration size {s['calibration_size']}")
+        lines.append(
+            f"would need       about {s['required_calibration_size']} rows fitting the "
+            f"thresholds (has {n_thr})"
+        )
+    lines.append(
+        f"expected coverage {_fmt(s['expected_coverage'])} "
+        f"(share of the {n_thr} threshold rows auto-routed)"
+    )
     if s["evidence_thresholds"]:
         shown = ", ".join(f"{k} {_fmt(v)}" for k, v in s["evidence_thresholds"].items())
         lines.append(f"evidence         {shown}")

@@ -16,6 +16,7 @@ import click
 import typer
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..contracts import FactSchema
     from ..datasets import LabelledSet
 
 datasets_app = typer.Typer(
@@ -75,6 +76,79 @@ def _load(ref: str, options: dict[str, Any]) -> LabelledSet:
         return load_dataset(ref, **options)
     except TypeError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def load_schema(rules: Path | None, router: Path | None) -> tuple[FactSchema, str] | None:
+    """The facts schema of ``--rules FILE`` or of ``--router BUNDLE``'s rules, and its name.
+
+    A bundle's seal and checksums are verified (as loading the router would) before its
+    rules are read; its classifier is not loaded.
+    """
+    if rules is None and router is None:
+        return None
+    if rules is not None and router is not None:
+        raise click.UsageError("give --rules FILE or --router BUNDLE, not both")
+    from ..rules import load_rules
+
+    if router is not None:
+        from ..router._bundle import read_manifest
+
+        read_manifest(router)
+        ruleset = load_rules(router / "rules.yaml")
+        where = f"router bundle {router}"
+    else:
+        assert rules is not None
+        ruleset = load_rules(rules)
+        where = str(rules)
+    return ruleset.schema, f"{ruleset.name} {ruleset.version} ({where})"
+
+
+def load_checked(ref: str, options: dict[str, Any], schema: FactSchema) -> LabelledSet:
+    """Load ``ref`` with every fact checked against ``schema``.
+
+    A file is read with the schema (each CSV cell as its declared type, the file's rows
+    named in errors; ``on_error="skip"`` in ``options`` lists every bad row); a named set
+    is loaded and then checked with :meth:`LabelledSet.check_facts`.
+
+    Raises
+    ------
+    DatasetError
+        For the first fact the schema refuses, naming row and column.
+    """
+    from ..datasets._registry import _resolve
+    from ..exceptions import DatasetError
+
+    if _resolve(ref)[0] != "named":
+        return _load(ref, {**options, "fact_types": schema})
+    ds = _load(ref, options)
+    problems = ds.check_facts(schema)
+    if problems:
+        first = problems[0]
+        reason = first.reason
+        if first.id is not None:
+            reason += f" (row id {first.id!r})"
+        bad_rows = sum(1 for p in problems if p.row is not None)
+        if bad_rows > 1:
+            reason += f"; {bad_rows:,} rows break the facts schema in all"
+        raise DatasetError(reason, path=ds.name, row=first.row, column=first.column)
+    return ds
+
+
+def print_notes(file: Path | str, notes: tuple[str, ...] | list[str], *, hint: bool) -> None:
+    """Print a set's notes as warnings on stderr (scrubbed: a note quotes a cell)."""
+    if not notes:
+        return
+    from .._scrub import Scrubber
+
+    scrub = Scrubber()
+    for note in notes:
+        typer.echo(scrub.text(f"warning: {note}"), err=True)
+    if hint:
+        typer.echo(
+            f"hint: check the facts against their declared types: hybridroute datasets "
+            f"validate {file} --rules RULES (or --router BUNDLE)",
+            err=True,
+        )
 
 
 def _summary(ds: LabelledSet) -> dict[str, Any]:
@@ -174,7 +248,7 @@ def _print_summary(info: dict[str, Any]) -> None:
             + ", ".join(f"{c} ({info['fact_types'].get(c, '?')})" for c in info["fact_columns"])
         )
     if info["notes"]:
-        echo(f"notes: {len(info['notes'])} problem(s) in the published data, kept as published:")
+        echo(f"notes: {len(info['notes'])} problem(s) found in the data and kept:")
         for note in info["notes"]:
             echo(f"  {note}")
     if info["skipped"]:
@@ -295,11 +369,25 @@ def validate_command(
     all_rows: bool = typer.Option(
         False, "--all", help="Report every bad row (on stderr), not only the first."
     ),
+    rules: Path | None = typer.Option(
+        None,
+        "--rules",
+        help="Check every fact column against this rules file's declared facts (types, "
+        "enum, min / max, required facts, undeclared columns).",
+    ),
+    router: Path | None = typer.Option(
+        None, "--router", help="Check the facts against this router bundle's rules instead."
+    ),
 ) -> None:
-    """Check a labelled file; exit 0 with a summary, or 2 naming the bad row and column."""
+    """Check a labelled file; exit 0 with a summary, or 2 naming the bad row and column.
+
+    Without --rules / --router, a fact column's type is the one most of its rows have; a
+    CSV text column whose cells also spell booleans or numbers is a warning (stderr).
+    """
     from ..datasets._io import sniff_kind
     from ..exceptions import DatasetError
 
+    declared = load_schema(rules, router)
     kind = sniff_kind(file)
     options = _options(
         text_column=text_column,
@@ -309,7 +397,8 @@ def validate_command(
         label_set=label_set,
         on_error="skip" if all_rows else None,
     )
-    ds = _load(f"{kind}:{file}", options)
+    ref = f"{kind}:{file}"
+    ds = _load(ref, options) if declared is None else load_checked(ref, options, declared[0])
     if ds.skipped:
         from .._scrub import Scrubber
 
@@ -324,8 +413,19 @@ def validate_command(
             row=first.row,
             column=first.column,
         )
+    print_notes(file, ds.notes, hint=declared is None)
     splits = ", ".join(f"{k} {_n(v)}" for k, v in ds.splits.items()) or "no splits"
     facts = f"; facts: {', '.join(ds.fact_columns)}" if ds.fact_columns else ""
+    if declared is not None:
+        schema, name = declared
+        present = [n for n in schema.names if n in ds.fact_columns]
+        ignored = [c for c in ds.fact_columns if c not in schema]
+        facts += (
+            f"; checked against the facts of {name}: {len(present)} of {len(schema.names)} "
+            "declared facts are columns"
+            + (" (the others take their defaults)" if len(present) < len(schema.names) else "")
+            + (f"; not declared, so no rule reads them: {', '.join(ignored)}" if ignored else "")
+        )
     typer.echo(
         f"ok: {file}: {_n(len(ds))} rows, {len(ds.labels)} labels ({splits}){facts}; "
         f"fingerprint {ds.fingerprint}"

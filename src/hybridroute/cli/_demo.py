@@ -51,7 +51,6 @@ def demo(
     """Train, calibrate, build, route, evaluate and track a support-ticket router (offline)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     console = Console(width=110)
     started = time.perf_counter()
@@ -192,36 +191,17 @@ def demo(
         progress.update(task, completed=len(steps), description="done")
 
     guarantee = policy.guarantee
-    table = Table(title="hybridroute demo: support-tickets test split", show_header=True)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    rows = [
-        ("tickets routed", str(ev["n"])),
-        ("intent accuracy (classified tickets)", _fmt(ev["accuracy"], True)),
-        ("  95% CI", _fmt(ev["accuracy_ci"], True)),
-        ("coverage (auto-routed / classified)", _fmt(ev["coverage"], True)),
-        ("selective precision (auto-routed)", _fmt(ev["selective_precision"], True)),
-        ("next-step accuracy (all tickets)", _fmt(ev["next_step_accuracy"], True)),
-        ("  95% CI", _fmt(ev["next_step_accuracy_ci"], True)),
-        ("policy threshold", _fmt(policy.thresholds["auto"])),
-        ("certified", f"{guarantee['certified']} (precision ≥ {target:g} w.p. ≥ {1 - delta:g})"),
-    ]
-    for stage, n in ev["decisions_by_stage"].items():
-        rows.append((f"decisions at stage '{stage}'", str(n)))
-    rows.append(("ECE (calibrated, 15 bins)", _fmt(ev.get("ece"))))
-    for k, v in rows:
-        table.add_row(k, v)
-    console.print(table)
+    console.print(_summary_table(ev, policy, target, delta))
     if not guarantee["certified"]:
         console.print(f"[yellow]note:[/yellow] the target was not certified: {guarantee['reason']}")
     console.print(f"report      : {files['html']}")
     console.print(f"decision log: {log_path}")
     console.print(f"router      : {bundle}")
     if run_id is not None and tracker is not None:
-        console.print(
-            f"mlflow run  : {run_id} ({tracker.tracking_uri}; open with: "
-            f"mlflow ui --backend-store-uri {tracker.tracking_uri})"
-        )
+        # plain lines, never wrapped: the command must copy-paste as one line
+        typer.echo(f"mlflow run  : {run_id} in {tracker.display_uri}")
+        for line in tracker.ui_hint(run_id):
+            typer.echo(f"  {line}")
     elif track and tracker is not None and tracker.warning:
         console.print(f"[yellow]warning:[/yellow] {tracker.warning}")
     console.print(f"finished in {time.perf_counter() - started:.1f} s")
@@ -235,7 +215,11 @@ def demo(
             "selective_precision",
             "next_step_accuracy",
             "next_step_accuracy_ci",
+            "n_classified",
+            "n_auto_routed",
+            "n_next_step",
             "decisions_by_stage",
+            "fallbacks_by_cause",
         )
     }
     summary.update(
@@ -244,6 +228,68 @@ def demo(
     from .._scrub import Scrubber
 
     (out / "summary.json").write_text(Scrubber().json(summary, indent=2) + "\n", encoding="utf-8")
+
+
+#: What each stage of a decision means, as the summary shows it (label, stage).
+_STAGE_ROWS = (
+    ("decided by a rule, from the facts", "rule"),
+    ("auto-routed by the model", "model"),
+    ("held back: ask the user / human review", "policy"),
+    ("fallback: the classifier failed or abstained", "fallback"),
+)
+
+
+def _summary_table(ev: dict[str, Any], policy: Any, target: float, delta: float) -> Any:
+    """The demo's summary: every count says what it counts, every rate what it is out of."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..calibration._metrics import DEFAULT_ECE_BINS
+
+    n_cls = ev.get("n_classified", 0)
+    n_auto = ev.get("n_auto_routed", 0)
+    n_next = ev.get("n_next_step", 0)
+    stages = ev.get("decisions_by_stage") or {}
+    table = Table(
+        title="hybridroute demo: support-tickets test split",
+        caption=f"classified = no rule decided, so the classifier ranked the intents ({n_cls} tickets)",
+        caption_justify="left",
+        show_header=True,
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [("tickets routed (the whole test split)", str(ev["n"]))]
+    for label, stage in _STAGE_ROWS:
+        rows.append((f"  {label} (stage '{stage}')", str(stages.get(stage, 0))))
+        if stage == "fallback":
+            # a rich label: a cause such as "classifier_error (TypeError)" is text, not markup
+            rows += [
+                (f"    cause {escape(k)}", str(v)) for k, v in ev["fallbacks_by_cause"].items()
+            ]
+    rows += [
+        (f"intent accuracy (of {n_cls} classified)", _fmt(ev["accuracy"], True)),
+        ("  95% CI", _fmt(ev["accuracy_ci"], True)),
+        (f"coverage ({n_auto} auto-routed / {n_cls} classified)", _fmt(ev["coverage"], True)),
+        (f"selective precision (of {n_auto} auto-routed)", _fmt(ev["selective_precision"], True)),
+        (
+            f"next-step accuracy (of {n_next} with a gold next step)",
+            _fmt(ev["next_step_accuracy"], True),
+        ),
+        ("  95% CI", _fmt(ev["next_step_accuracy_ci"], True)),
+        ("policy threshold (calibrated confidence)", _fmt(policy.thresholds["auto"])),
+        (
+            "certified",
+            f"{'yes' if policy.guarantee['certified'] else 'no'} "
+            f"(precision ≥ {target:g} w.p. ≥ {1 - delta:g})",
+        ),
+        (
+            f"ECE (of {ev.get('n_with_confidence', 0)} with a confidence, {DEFAULT_ECE_BINS} bins)",
+            _fmt(ev.get("ece")),
+        ),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    return table
 
 
 def register(app: typer.Typer) -> None:

@@ -79,7 +79,17 @@ def evaluate(
         options["data_dir"] = data_dir
     if dataset == "clinc150":
         options["oos"] = oos
-    ds = load_dataset(dataset, **options)
+    r = None
+    if router is not None:
+        from ..router import load_router
+        from ._datasets import load_checked
+
+        r = load_router(router)
+        # every fact checked against the router's schema before anything is routed: a
+        # bad one is exit 2 naming row and column, not a refusal in the middle of the batch
+        ds = load_checked(dataset, options, r.rules.schema)
+    else:
+        ds = load_dataset(dataset, **options)
     if split not in ds.splits:
         raise UserInputError(
             f"{ds.name} has no split {split!r} (splits: {', '.join(ds.splits) or 'none'})"
@@ -92,10 +102,7 @@ def evaluate(
         "hybridroute.dataset_fingerprint": ds.fingerprint,
         "hybridroute.split_fingerprint": part.fingerprint,
     }
-    if router is not None:
-        from ..router import load_router
-
-        r = load_router(router)
+    if r is not None:
         result = evaluate_router(r, part, n_boot=n_boot, seed=seed)
         policy_obj = r.policy
         params.update(router=str(router))
@@ -214,7 +221,9 @@ def evaluate(
     if files:
         typer.echo(f"  report: {scrub.text(str(files['html']))}")
     if run_id and tracker is not None:
-        typer.echo(f"  mlflow: {scrub.text(tracker.run_url(run_id) or '')}")
+        typer.echo(f"  mlflow: run {run_id} in {tracker.display_uri}")
+        for line in tracker.ui_hint(run_id):
+            typer.echo(f"    {scrub.text(line)}")
 
 
 def register(app: typer.Typer) -> None:

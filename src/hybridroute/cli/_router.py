@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from ..exceptions import UserInputError
+from ._outputs import REFIT_ON_THE_COMMAND_LINE, refuse_existing_output
 
 router_app = typer.Typer(help="Build router bundles.", no_args_is_help=True, add_completion=False)
 
@@ -36,6 +37,7 @@ def build(
     force: bool = typer.Option(False, "--force", help="Replace an existing bundle directory."),
 ) -> None:
     """Build a router bundle (rules + classifier + policy + label map + manifest)."""
+    refuse_existing_output(out, force=force)  # before any work, in this command's words
     from .. import _safeio
     from .._integrity import signing_key
     from ..calibration import Policy
@@ -62,7 +64,12 @@ def build(
     pol = Policy.load(policy)
     # strict: a policy built for another model (or for none recorded) never gets bundled
     check_model_binding(
-        pol, clf, strict=True, policy_source=str(policy), model_source=f"--model {model}"
+        pol,
+        clf,
+        strict=True,
+        policy_source=str(policy),
+        model_source=f"--model {model}",
+        refit_hint=REFIT_ON_THE_COMMAND_LINE,
     )
     router = HybridRouter(
         rules=load_rules(rules),

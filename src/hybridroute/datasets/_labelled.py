@@ -16,9 +16,10 @@ from typing import IO, Any
 
 import pandas as pd
 
-from .._csv import escape_formula
+from .._canonical import canonical_json
+from .._csv import escape_formula, json_kind
 from .._redact import REDACTED, Redactor
-from ..contracts import FactSchema, canonical_json
+from ..contracts import FactSchema
 from ..exceptions import DatasetError
 from ._io import RawTable
 from ._splits import SplitPlan, make_splits
@@ -27,11 +28,14 @@ from ._validate import (
     CORE_COLUMNS,
     DEFAULT_MAX_TEXT_CHARS,
     SPLIT_ORDER,
+    FactProblem,
     Options,
     SkippedRow,
     build,
+    check_fact_value,
     fact_types_from,
     known_splits_hint,
+    missing_required,
     text_key,
 )
 
@@ -321,6 +325,53 @@ class LabelledSet:
         names = self._fact_columns
         for values in zip(*cols, strict=True) if cols else (() for _ in range(len(self))):
             yield {c: _plain(v) for c, v in zip(names, values, strict=True)}
+
+    def check_facts(self, schema: FactSchema) -> list[FactProblem]:
+        """Check every row's facts against a facts schema (a rules file's ``facts``).
+
+        What a router would refuse is found here first, with its row and column: a value
+        of the wrong type or outside the fact's ``enum`` or ``min`` / ``max``, and a
+        required fact (no default) absent from a row or from the set. An absent fact
+        (``None``) that has a default is fine: a routed row takes the default. A column the
+        schema does not declare is no fact a rule reads and is not checked (an evaluation
+        routes the declared facts only).
+
+        Values are checked as the set holds them. Load a CSV file with the schema instead
+        (``load_dataset(path, fact_types=schema)``): each cell is then read as its
+        declared type (``12345`` in a ``str`` fact stays text) and these same checks run
+        while loading, naming the file's rows.
+
+        Parameters
+        ----------
+        schema : FactSchema
+            The declared facts, e.g. ``load_rules(path).schema``.
+
+        Returns
+        -------
+        list of FactProblem
+            ``(row, id, column, reason)``: required facts that are no column first
+            (``row`` and ``id`` are ``None``), then the first bad fact of each bad row, by
+            row (``row`` is the 1-based position in this set). Empty when every fact passes.
+        """
+        if not isinstance(schema, FactSchema):
+            raise TypeError(f"expected a FactSchema, got {type(schema).__name__}")
+        names = self._fact_columns
+        problems = [
+            FactProblem(None, None, c, reason) for c, reason in missing_required(schema, names)
+        ]
+        checked = [(c, schema[c]) for c in names if c in schema]
+        if checked:
+            columns = [self._frame[c].tolist() for c, _ in checked]
+            for i, (rid, *values) in enumerate(
+                zip(self._frame["id"].tolist(), *columns, strict=True)
+            ):
+                for (c, spec), v in zip(checked, values, strict=True):
+                    v = _plain(v)
+                    reason = check_fact_value(spec, json_kind(v), v, v, required=spec.required)[1]
+                    if reason is not None:
+                        problems.append(FactProblem(i + 1, rid, c, reason))
+                        break
+        return problems
 
     # ------------------------------------------------------------------ fingerprint
 

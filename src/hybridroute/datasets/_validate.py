@@ -12,7 +12,13 @@ the column as the user wrote them. Checks, in the order they run:
    digits, or as a number too large for a float);
 2. per fact column: every value has the column's type (declared, or else the type most
    rows have); an empty or blank string counts as an absent fact (``None``), in JSONL as in
-   CSV, so the two formats read alike;
+   CSV, so the two formats read alike. Declared by a facts schema
+   (:class:`~hybridroute.contracts.FactSchema`), every value also passes the fact's
+   ``enum`` and ``min`` / ``max``, a required fact (no default) is present in every row,
+   and an undeclared fact column is noted when the schema forbids extra facts. A CSV
+   column read as text whose cells also spell booleans or numbers is kept as written and
+   noted (:attr:`Built.notes`), naming the first row whose kind differs from the first
+   row's; fixed-width digit codes (``02134``, ``10001``) are text without a note;
 3. across rows: duplicate ids, and the same text given two different labels.
 
 With ``on_error="raise"`` the first problem (in row order within each pass) raises a
@@ -24,39 +30,40 @@ header only, a missing column, a single class) always raise.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import pandas as pd
 
-from .._safeio import describe_bad_char, first_bad_string, parse_json
-from ..contracts import FactSchema, FactSpec, json_kind, parse_csv_cell
-from ..exceptions import DatasetError, FactsError, InputError
-from ._io import RawTable, has_bad_bytes
+from .._csv import json_kind, parse_csv_cell
 
-#: The columns every labelled-set frame starts with.
-CORE_COLUMNS = ("id", "text", "label", "split")
-#: Optional per-row annotations, kept after the facts (never treated as facts).
-ANNOTATION_COLUMNS = ("next_step", "destination", "evidence", "tags")
-#: The JSONL key that holds nested facts.
-FACTS_KEY = "facts"
-#: The split names a labelled set may use, in the order they are listed. Any other name
-#: in a file is an error (naming the row): the commands that train, calibrate and test
-#: select these splits by name, so rows in a split named otherwise would silently be
-#: left out of all of them.
-SPLIT_ORDER = ("train", "validation", "calibration", "test")
-#: Spellings of split names that are read as the canonical name.
-SPLIT_ALIASES = {
-    "val": "validation",
-    "valid": "validation",
-    "dev": "validation",
-    "calib": "calibration",
-}
-#: The default limit on the length of one text.
-DEFAULT_MAX_TEXT_CHARS = 10_000
-
-_RESERVED = frozenset(CORE_COLUMNS) | frozenset(ANNOTATION_COLUMNS) | {FACTS_KEY}
+# The per-row checks and the split names live in hybridroute._labelled_rows (shared with
+# the streamed evaluation); the names the loaders import from here are re-exported.
+from .._labelled_rows import (
+    ANNOTATION_COLUMNS,
+    DEFAULT_MAX_TEXT_CHARS,
+    json_facts,
+    read_label,
+    read_text,
+)
+from .._labelled_rows import CORE_COLUMNS as CORE_COLUMNS
+from .._labelled_rows import FACTS_KEY as FACTS_KEY
+from .._labelled_rows import RESERVED_COLUMNS as _RESERVED
+from .._labelled_rows import SPLIT_ALIASES as SPLIT_ALIASES
+from .._labelled_rows import SPLIT_ORDER as SPLIT_ORDER
+from .._labelled_rows import RowProblem as _Bad
+from .._labelled_rows import check_chars as _check_chars
+from .._labelled_rows import check_csv_cell as _check_csv_cell
+from .._labelled_rows import known_splits_hint as known_splits_hint
+from .._labelled_rows import normalise_split as normalise_split
+from .._labelled_rows import read_annotation as _read_annotation
+from .._labelled_rows import read_id as _read_id
+from .._labelled_rows import read_split as _read_split
+from .._labelled_rows import short as _short
+from ..contracts import FactSchema, FactSpec
+from ..exceptions import DatasetError, FactsError
+from ._io import RawTable
 
 
 class SkippedRow(NamedTuple):
@@ -64,6 +71,19 @@ class SkippedRow(NamedTuple):
 
     row: int
     column: str | None
+    reason: str
+
+
+class FactProblem(NamedTuple):
+    """A fact that breaks a facts schema (:meth:`LabelledSet.check_facts`).
+
+    ``row`` is the 1-based position of the row in the set and ``id`` its id; both are
+    ``None`` for a required fact that is no column of the set.
+    """
+
+    row: int | None
+    id: str | None
+    column: str
     reason: str
 
 
@@ -97,22 +117,7 @@ class Built:
     notes: list[str] = field(default_factory=list)
 
 
-class _Bad(Exception):
-    """A problem with one cell (internal; becomes a DatasetError or a SkippedRow)."""
-
-    def __init__(self, column: str | None, reason: str) -> None:
-        super().__init__(reason)
-        self.column = column
-        self.reason = reason
-
-
 # --------------------------------------------------------------------------- value helpers
-
-
-def normalise_split(name: str) -> str:
-    """The canonical spelling of a split name (``val`` → ``validation``...)."""
-    key = name.strip().lower()
-    return SPLIT_ALIASES.get(key, key)
 
 
 def text_key(text: str) -> str:
@@ -120,51 +125,31 @@ def text_key(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+class DeclaredTypes(dict[str, str]):
+    """Declared fact types ``{name: type}`` that came from a :class:`FactSchema`.
 
-
-_BAD_BYTES = "holds bytes that are not valid UTF-8"
-
-
-def _check_chars(column: str | None, what: str, value: str) -> None:
-    """Refuse a string holding NUL, or bytes that were not UTF-8 (kept as surrogates).
-
-    A NUL makes two strings look equal to a person but not to a program (a risk rule's
-    ``delete_account_data`` vs ``delete_account_data\\x00``); an undecodable byte cannot be
-    written back as UTF-8. Either is named with its row and column.
+    The schema rides along (:attr:`schema`) so that :func:`build` checks everything it
+    declares, not only the types: ``enum``, ``min`` / ``max``, required facts (no
+    default); and notes undeclared fact columns when the schema forbids extra facts. As a
+    plain mapping it is what a loader records in its provenance.
     """
-    problem = describe_bad_char(value)
-    if problem is None:
-        return
-    if has_bad_bytes(value) and "\x00" not in value:
-        raise _Bad(column, f"{what} {_BAD_BYTES}")
-    raise _Bad(column, f"{what} {problem}")
 
+    __slots__ = ("schema",)
 
-def _check_deep(column: str | None, what: str, value: Any) -> None:
-    """:func:`_check_chars` on every string in a JSON value, object keys included."""
-    found = first_bad_string(value)
-    if found is not None:
-        _check_chars(column, f"{what} (a key)" if found[1] else what, found[0])
-
-
-def _check_csv_cell(column: str, cell: str) -> None:
-    """Refuse a CSV fact cell that :func:`~hybridroute.contracts.parse_csv_cell` refuses
-    (JSON with duplicate keys, deep nesting or NaN, a huge integer, ``1e400``)."""
-    try:
-        parse_csv_cell(cell)
-    except InputError as exc:
-        raise _Bad(column, exc.reason) from None
+    def __init__(self, schema: FactSchema) -> None:
+        super().__init__((s.name, s.type) for s in schema.specs)
+        self.schema = schema
 
 
 def fact_types_from(spec: Mapping[str, str] | FactSchema | None) -> dict[str, str] | None:
-    """Declared fact types as ``{name: type}`` from a mapping or a :class:`FactSchema`."""
+    """Declared fact types as ``{name: type}`` from a mapping or a :class:`FactSchema`
+    (then a :class:`DeclaredTypes`, which keeps the schema for :func:`build`)."""
     if spec is None:
         return None
     if isinstance(spec, FactSchema):
-        return {s.name: s.type for s in spec.specs}
+        return DeclaredTypes(spec)
+    if isinstance(spec, DeclaredTypes):
+        return spec
     out = {}
     for name, type_ in spec.items():
         FactSpec(name=str(name), type=str(type_), nullable=True)  # validates the type name
@@ -249,26 +234,9 @@ def build(raw: RawTable, opt: Options) -> Built:
             else:
                 rid = make_id(rpath, row) if make_id is not None else str(row)
             # text
-            text = rec.get(text_col, _MISSING)
-            if text is _MISSING or text is None:
-                raise _Bad(text_col, "no text: the field is missing")
-            if not isinstance(text, str):
-                raise _Bad(text_col, f"expected a string, got {json_kind(text)} {_short(text)}")
-            _check_chars(text_col, "the text", text)
-            if not text.strip():
-                raise _Bad(text_col, "the text is empty or whitespace only")
-            if len(text) > max_chars:
-                raise _Bad(
-                    text_col, f"the text is {len(text):,} characters long (limit {max_chars:,})"
-                )
+            text = read_text(rec.get(text_col), text_col, max_chars)
             # label
-            label = _read_label(rec.get(label_col), label_col)
-            if label_set is not None and label not in label_set:
-                shown = ", ".join(sorted(label_set)[:12])
-                more = "" if len(label_set) <= 12 else f", ... ({len(label_set)} in all)"
-                raise _Bad(
-                    label_col, f"label {label!r} is not in the declared label set ({shown}{more})"
-                )
+            label = read_label(rec.get(label_col), label_col, label_set)
             # split
             split: str | None = None
             if split_col is not None:
@@ -283,7 +251,7 @@ def build(raw: RawTable, opt: Options) -> Built:
                         _check_csv_cell(c, cell)
                     facts[c] = cell
             else:
-                facts = _json_facts(rec, role_columns, annotation_cols)
+                facts = json_facts(rec, role_columns | set(annotation_cols))
             # annotations
             notes_: dict[str, Any] = {}
             for c in annotation_cols:
@@ -309,7 +277,11 @@ def build(raw: RawTable, opt: Options) -> Built:
                 seen_cols.setdefault(k, None)
         fact_cols = list(seen_cols)
     declared = dict(opt.fact_types or {})
-    if opt.declared_must_exist:
+    schema: FactSchema | None = getattr(opt.fact_types, "schema", None)
+    notes: list[str] = []
+    if schema is not None:
+        notes += _check_schema_columns(schema, fact_cols, rows, path, header_row)
+    elif opt.declared_must_exist:
         for name in declared:
             if name not in fact_cols:
                 raise DatasetError(
@@ -322,10 +294,13 @@ def build(raw: RawTable, opt: Options) -> Built:
     fact_types: dict[str, str] = {}
     bad_rows: dict[int, tuple[str, str]] = {}
     for c in fact_cols:
-        type_, problems = _settle_column(c, rows, is_csv, declared.get(c))
+        spec = schema[c] if schema is not None and c in schema else None
+        type_, problems, note = _settle_column(c, rows, is_csv, declared.get(c), spec)
         fact_types[c] = type_
         for idx, reason in problems:
             bad_rows.setdefault(idx, (c, reason))
+        if note is not None:
+            notes.append(note)
     if bad_rows:
         if raising:
             idx = min(bad_rows)
@@ -337,7 +312,6 @@ def build(raw: RawTable, opt: Options) -> Built:
         rows = [r for i, r in enumerate(rows) if i not in bad_rows]
 
     # ---------------------------------------------------------------- pass 3: across rows
-    notes: list[str] = []
     first_id: dict[str, int] = {}
     first_text: dict[str, tuple[str, int, str]] = {}
     kept: list[Any] = []
@@ -378,8 +352,16 @@ def build(raw: RawTable, opt: Options) -> Built:
     distinct = {r[4] for r in rows}
     if len(distinct) < 2:
         (only,) = distinct
+        left = ""
+        if skipped:  # say so, or the bad rows that were skipped go unreported
+            first = skipped[0]
+            col = f", column {first.column!r}" if first.column else ""
+            left = (
+                f" left after skipping {len(skipped)} bad row(s) (first: row {first.row}{col}: "
+                f"{first.reason})"
+            )
         raise DatasetError(
-            f"every one of the {len(rows)} rows has the label {only!r}; "
+            f"every one of the {len(rows)} rows{left} has the label {only!r}; "
             "a labelled set needs at least two classes",
             path=path,
             column=label_col,
@@ -400,8 +382,6 @@ def build(raw: RawTable, opt: Options) -> Built:
 
 
 # --------------------------------------------------------------------------- pieces
-
-_MISSING: Any = object()
 
 
 def _reason(err: DatasetError) -> str:
@@ -429,126 +409,142 @@ def _missing_column(
     )
 
 
-def _read_id(value: Any, column: str) -> str:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        raise _Bad(column, "missing id")
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _Bad(
-            column, f"expected a string or integer id, got {json_kind(value)} {_short(value)}"
-        )
-    if isinstance(value, str):
-        _check_chars(column, "the id", value)
-        return value.strip()
-    return str(value)
-
-
-def _read_label(value: Any, column: str) -> str:
-    if value is None or value is _MISSING:
-        raise _Bad(column, "missing label")
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _Bad(column, f"expected a string label, got {json_kind(value)} {_short(value)}")
-    if isinstance(value, int):
-        return str(value)
-    _check_chars(column, "the label", value)
-    label = value.strip()
-    if not label:
-        raise _Bad(column, "missing label (the cell is empty)")
-    return label
-
-
-def known_splits_hint() -> str:
-    """``"the known splits are train, validation, ... (or val, ...)"``, for messages."""
-    return f"the known splits are {', '.join(SPLIT_ORDER)} (or {', '.join(SPLIT_ALIASES)})"
-
-
-def _read_split(value: Any, column: str) -> str:
-    if value is None:
-        raise _Bad(column, "missing split")
-    if not isinstance(value, str):
-        raise _Bad(column, f"expected a split name, got {json_kind(value)} {_short(value)}")
-    _check_chars(column, "the split", value)
-    split = normalise_split(value)
-    if not split:
-        raise _Bad(column, "missing split (the cell is empty)")
-    if split not in SPLIT_ORDER:
-        raise _Bad(
-            column,
-            f"unknown split {_short(value.strip(), 40)}; {known_splits_hint()}: rows of "
-            "any other split would be left out of training and testing",
-        )
-    return split
-
-
-def _json_facts(
-    rec: Mapping[str, Any], role_columns: set[str], annotation_cols: list[str]
-) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
-    nested = rec.get(FACTS_KEY)
-    if nested is not None:
-        if not isinstance(nested, dict):
-            raise _Bad(FACTS_KEY, f"expected a JSON object of facts, got {json_kind(nested)}")
-        for k, v in nested.items():
-            if k in _RESERVED:
-                raise _Bad(f"{FACTS_KEY}.{k}", f"a fact cannot be named {k!r} (a reserved column)")
-            facts[k] = v
-    for k, v in rec.items():
-        if k in role_columns or k in annotation_cols or k == FACTS_KEY:
-            continue
-        if k in _RESERVED:
-            raise _Bad(k, f"a fact cannot be named {k!r} (a reserved column)")
-        if k in facts:
-            raise _Bad(k, f"given both at the top level and inside {FACTS_KEY!r}")
-        facts[k] = v
-    for k, v in facts.items():
-        _check_chars(k, "the fact name", k)
-        _check_deep(k, "the value", v)
-    for k, v in facts.items():
-        if isinstance(v, str) and not v.strip():
-            facts[k] = None  # an empty fact is an absent one, as in a CSV cell
-    return facts
-
-
-def _read_annotation(column: str, value: Any, is_csv: bool) -> Any:
-    if is_csv:
-        if value is None or not value.strip():
-            return None
-        _check_chars(column, "the value", value)
-        s = value.strip()
-        if column in ("next_step", "destination"):
-            return s
-        if s[0] in "[{":
-            try:
-                parsed = parse_json(s)
-            except InputError as exc:
-                raise _Bad(column, exc.reason) from None
-        elif column == "tags":
-            parsed = [t.strip() for t in s.split(";") if t.strip()]
-        else:
-            parsed = s
-        value = parsed
-    else:
-        _check_deep(column, "the value", value)
-    if value is None:
-        return None
-    if column in ("next_step", "destination"):
-        if not isinstance(value, str):
-            raise _Bad(column, f"expected a string or null, got {json_kind(value)} {_short(value)}")
-        return value.strip() or None
-    if column == "tags" and not (
-        isinstance(value, list) and all(isinstance(t, str) for t in value)
-    ):
-        raise _Bad(column, f"expected a list of strings, got {json_kind(value)} {_short(value)}")
-    return value
-
-
 def _kind_ok(expected: str, kind: str) -> bool:
     return kind == "null" or kind == expected or (expected == "number" and kind == "int")
 
 
+#: The JSON kind (:func:`json_kind`) of the values of each list fact type.
+_LIST_TYPES = {"list[str]": "list", "list[number]": "list"}
+#: The reason a required fact (one the schema gives no default) is refused when absent.
+REQUIRED_MISSING = "a required fact is missing (the facts schema gives it no default)"
+
+
+def check_fact_value(
+    spec: FactSpec, kind: str, value: Any, shown: Any, *, required: bool = False
+) -> tuple[Any, str | None]:
+    """One fact value of a labelled set checked against its declaration.
+
+    ``value`` is the value as read (``None`` for an absent fact: an empty cell, a missing
+    key, ``null``), ``kind`` its :func:`json_kind`, ``shown`` what the message quotes (the
+    CSV cell as written). An absent fact is fine unless ``required`` (a schema fact
+    without a default): a routed row would take the default. Returns ``(value, None)``
+    with the value as the set keeps it (canonical: ``1.0`` of a ``number`` fact is ``1``,
+    lists are lists), or ``(None, reason)``. The loaders and
+    :meth:`~hybridroute.datasets.LabelledSet.check_facts` both check facts here.
+    """
+    if value is None:
+        return None, (REQUIRED_MISSING if required else None)
+    try:
+        out = spec.check(value)
+    except FactsError as exc:
+        if not _kind_ok(_LIST_TYPES.get(spec.type, spec.type), kind):
+            return None, f"expected {spec.type}, got {kind} {_short(shown)}"
+        text, prefix = str(exc), f"fact {spec.name!r}: "
+        return None, text[len(prefix) :] if text.startswith(prefix) else text
+    if isinstance(out, tuple):
+        return list(value), None
+    if isinstance(out, Mapping):
+        return value, None  # the object as read (the check's copy is read-only)
+    return out, None
+
+
+def missing_required(schema: FactSchema, fact_cols: Sequence[str]) -> list[tuple[str, str]]:
+    """``(fact, reason)`` for each required fact of ``schema`` (no default) that is not
+    among ``fact_cols``: no row of the set could be routed."""
+    return [
+        (
+            spec.name,
+            "a required fact (the facts schema gives it no default) is not a fact column "
+            f"(fact columns: {_names(fact_cols)})",
+        )
+        for spec in schema.specs
+        if spec.required and spec.name not in fact_cols
+    ]
+
+
+def _check_schema_columns(
+    schema: FactSchema, fact_cols: list[str], rows: list[Any], path: str, header_row: int | None
+) -> list[str]:
+    """Raise for a required fact the file lacks; note each column the schema forbids.
+
+    A column the schema does not declare is no fact a rule reads: the rows can still be
+    routed without it (an evaluation routes the declared facts only), so it is a note, not
+    an error, even when the schema forbids undeclared facts (a router given it as a fact
+    refuses it).
+    """
+    missing = missing_required(schema, fact_cols)
+    if missing:
+        column, reason = missing[0]
+        if len(missing) > 1:
+            reason += f"; nor are {', '.join(repr(c) for c, _ in missing[1:])}"
+        raise DatasetError(reason, path=path, row=header_row, column=column)
+    undeclared = [c for c in fact_cols if c not in schema]
+    if schema.extra != "forbid" or not undeclared:
+        return []
+    c = undeclared[0]
+    where, row = path, header_row
+    if row is None:  # JSONL has no header: the first row giving it
+        first = next(r for r in rows if c in r[6])
+        where, row = first[0], first[1]
+    others = f", nor are {', '.join(map(repr, undeclared[1:]))}" if undeclared[1:] else ""
+    return [
+        f"{where}, row {row}, column {c!r}: not a declared fact{others} (declared: "
+        f"{_names(schema.names)}); the facts schema forbids undeclared facts, so a router "
+        "given one as a fact refuses it"
+    ]
+
+
+def _names(names: Sequence[str], limit: int = 12) -> str:
+    if not names:
+        return "none"
+    more = "" if len(names) <= limit else f", ... ({len(names)} in all)"
+    return ", ".join(names[:limit]) + more
+
+
+def _is_code_column(cells: list[str]) -> bool:
+    """Whether a CSV column's cells are fixed-width digit codes (``02134``, ``10001``).
+
+    :func:`parse_csv_cell` keeps a leading-zero cell as text; in a column of codes of one
+    width with at least one such cell, the cells without a leading zero are codes too.
+    """
+    written = [c.strip() for c in cells if c.strip()]
+    if not written or not any(c.startswith("0") for c in written):
+        return False
+    width = len(written[0])
+    return width > 1 and all(len(c) == width and c.isascii() and c.isdigit() for c in written)
+
+
+def _mixed_note(column: str, rows: list[Any], parsed: list[tuple[str, Any]]) -> str | None:
+    """The note for a CSV text column that also holds booleans, numbers, lists or objects."""
+    present = [(i, kind) for i, (kind, _) in enumerate(parsed) if kind != "null"]
+    counts = Counter(kind for _, kind in present)
+    if set(counts) <= {"str"}:
+        return None
+    first, first_kind = present[0]
+    odd = next(i for i, kind in present if kind != first_kind)
+    mix = ", ".join(f"{kind} in {n} row{'s' if n > 1 else ''}" for kind, n in counts.items())
+    cell = rows[odd][6][column]
+    return (
+        f"{rows[odd][0]}, row {rows[odd][1]}, column {column!r}: the column mixes kinds ({mix}): "
+        f"{parsed[odd][0]} {_short(cell)} here, {first_kind} {_short(rows[first][6][column])} "
+        f"at row {rows[first][1]}; read as text, every cell as written (declare the fact's type "
+        "to check it)"
+    )
+
+
 def _settle_column(
-    column: str, rows: list[Any], is_csv: bool, declared: str | None
-) -> tuple[str, list[tuple[int, str]]]:
-    """Decide a fact column's type, convert its values in place, return the bad rows."""
+    column: str,
+    rows: list[Any],
+    is_csv: bool,
+    declared: str | None,
+    spec: FactSpec | None = None,
+) -> tuple[str, list[tuple[int, str]], str | None]:
+    """Decide a fact column's type, convert its values in place, return the bad rows.
+
+    ``spec`` is the column's declaration in a facts schema (checked whole: ``enum``,
+    bounds, required) when there is one. Also returns a note for a CSV column read as text
+    whose cells mix kinds (see :func:`_mixed_note`), else ``None``.
+    """
     problems: list[tuple[int, str]] = []
     if is_csv:
         if declared == "str":  # kept as written: not read as JSON or a number at all
@@ -559,25 +555,27 @@ def _settle_column(
         parsed = [(json_kind(v), v) for v in (r[6].get(column) for r in rows)]
 
     if declared is not None:
-        spec = FactSpec(name=column, type=declared, nullable=True)
+        check = spec if spec is not None else FactSpec(name=column, type=declared, nullable=True)
+        required = spec is not None and spec.required
         for i, (kind, value) in enumerate(parsed):
             raw = rows[i][6].get(column)
             if is_csv and declared == "str":
                 value = raw if raw.strip() else None
-            try:
-                value = spec.check(value)
-            except FactsError:
-                shown = raw if is_csv else value
-                problems.append((i, f"expected {declared}, got {kind} {_short(shown)}"))
+                kind = "str" if value is not None else "null"
+            value, reason = check_fact_value(
+                check, kind, value, raw if is_csv else value, required=required
+            )
+            if reason is not None:
+                problems.append((i, reason))
                 continue
-            rows[i][6][column] = list(value) if isinstance(value, tuple) else value
-        return declared, problems
+            rows[i][6][column] = value
+        return declared, problems, None
 
     counts = Counter(k for k, _ in parsed if k != "null")
     if not counts:
         for r in rows:
             r[6][column] = None
-        return "null", problems
+        return "null", problems, None
     if "int" in counts and "number" in counts:
         counts["number"] += counts.pop("int")
     best = max(counts.values())
@@ -586,12 +584,14 @@ def _settle_column(
         kind_ = "str"
     else:
         kind_ = tied[0]
-    if is_csv and kind_ == "str":
+    codes = is_csv and kind_ in ("str", "int") and _is_code_column([r[6][column] for r in rows])
+    if is_csv and (kind_ == "str" or codes):
         # CSV has no types: a text column keeps every cell as written.
+        note = None if codes else _mixed_note(column, rows, parsed)
         for r in rows:
             cell = r[6][column]
             r[6][column] = cell if cell.strip() else None
-        return "str", problems
+        return "str", problems, note
     for i, (kind, value) in enumerate(parsed):
         if _kind_ok(kind_, kind):
             rows[i][6][column] = value
@@ -603,4 +603,4 @@ def _settle_column(
                     f"expected {kind_} like the other rows of this column, got {kind} {_short(shown)}",
                 )
             )
-    return kind_, problems
+    return kind_, problems, None

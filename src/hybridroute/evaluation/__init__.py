@@ -8,6 +8,12 @@
   declared sensitive fact, no spreadsheet formula in the errors file).
 * :func:`evaluate_stream` -- the same metrics in constant memory over rows streamed from
   disk (:class:`LabelledStream` reads JSONL / CSV row by row); :class:`StreamEvaluation`.
+
+Every path (these, Spark's ``evaluate_scored`` and ``hybridroute train``) computes each
+number with one function: :func:`macro_f1` is the unweighted mean F1 over the labels in
+the gold labels or the answers (scikit-learn's ``f1_score(average="macro")``), an
+abstention a wrong answer that is no label. The intervals say how they were made under
+``bootstrap`` (method, ``n_boot`` resamples, seed, level).
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from typing import Any
 from ._evaluate import Evaluation, evaluate_classifier, evaluate_router
 from ._report import write_report
 from ._stats import bootstrap_ci, macro_f1, mcnemar, paired_bootstrap
-from ._streaming import LabelledStream, StreamEvaluation, evaluate_stream
+from ._stream_reader import LabelledStream
+from ._streaming import StreamEvaluation, evaluate_stream
 
 __all__ = [
     "Evaluation",

@@ -8,8 +8,11 @@ and bootstrap 95% intervals, plus the per-item arrays the reports and plots need
   precision / recall / F1 with the labels each class is confused with, the confusion
   matrix, ECE (15 equal-width bins), AURC, latency, request / token / cost counts; with a
   policy also coverage, selective precision and the abstention rate by reason code.
-* **Router**: the same intent metrics over the items the classifier saw, plus next-step
-  accuracy against the gold next step, decisions by stage, and per-rule statistics (how
+* **Router**: the same intent metrics over the items the classifier saw (``n_classified``
+  of the ``n`` routed: those no rule decided), plus next-step accuracy against the gold
+  next step (over ``n_next_step``), decisions by stage, fallbacks by cause (the
+  decision's ``detail["cause"]``: its reason code, with the exception's type when the
+  classifier raised, e.g. ``classifier_error (TypeError)``), and per-rule statistics (how
   often each rule fires and how often its decision matches the gold next step).
 """
 
@@ -23,7 +26,19 @@ from typing import Any
 
 import numpy as np
 
-from ._stats import bootstrap_ci, classification_summary, confusion_matrix, per_class_report
+from ._stats import (
+    DEFAULT_EXIT,
+    DEFERRED_STAGES,
+    bootstrap_ci,
+    bootstrap_note,
+    classification_summary,
+    confusion_matrix,
+    is_auto_routed,
+    per_class_report,
+    selective_summary,
+    share,
+)
+from ._stats import round_metric as _r
 
 __all__ = ["Evaluation", "evaluate_classifier", "evaluate_router"]
 
@@ -77,10 +92,6 @@ class Evaluation(dict):
         return {k: v for k, v in self.items() if k not in ("items", "confusion")}
 
 
-def _r(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 6)
-
-
 def _usage_totals(usages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     tot: Counter[str] = Counter()
     cost = 0.0
@@ -125,16 +136,18 @@ def _intent_metrics(
     seed: int,
 ) -> dict[str, Any]:
     from ..calibration import aurc, expected_calibration_error
+    from ..calibration._metrics import DEFAULT_ECE_BINS
 
     out = classification_summary(gold, pred, labels, n_boot=n_boot, seed=seed)
     correct = np.array([g == p for g, p in zip(gold, pred, strict=True)], dtype=bool)
     answered = ~np.isnan(conf)
     out["ece"] = (
-        _r(expected_calibration_error(conf[answered], correct[answered], n_bins=15))
+        _r(expected_calibration_error(conf[answered], correct[answered], DEFAULT_ECE_BINS))
         if answered.any()
         else None
     )
     out["aurc"] = _r(aurc(conf[answered], correct[answered])) if answered.any() else None
+    out["n_with_confidence"] = int(answered.sum())  # the items ECE and AURC are over
     out["per_class"] = per_class_report(gold, pred, labels)
     cm, labs = confusion_matrix(gold, pred, labels)
     out["confusion"] = {"labels": labs, "matrix": cm.tolist()}
@@ -215,11 +228,16 @@ def _selective(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     n = len(items)
     by_reason = Counter(it.get("reason_code") for it in items if it.get("action") != "auto_route")
     return {
-        "coverage": _r(len(auto) / n) if n else None,
-        "selective_precision": _r(sum(it["correct"] for it in auto) / len(auto)) if auto else None,
-        "n_auto_routed": len(auto),
+        **selective_summary(n, len(auto), sum(bool(it["correct"]) for it in auto)),
         "deferred_by_reason": dict(sorted((str(k), v) for k, v in by_reason.items())),
     }
+
+
+def _fallback_cause(decision: Any) -> str:
+    """What a fallback decision is counted under: the cause the router recorded in its
+    detail (its reason code and exception type), or its reason code alone."""
+    cause = (decision.detail or {}).get("cause")
+    return str(cause) if cause else str(decision.reason_code)
 
 
 def evaluate_router(
@@ -268,6 +286,7 @@ def evaluate_router(
                 "correct": d.label == gold[i] if d.stage != "rule" else None,
                 "next_step_correct": (d.selected_destination == gold_next) if gold_next else None,
                 "action": (d.detail.get("policy_action") if d.stage != "rule" else "rule"),
+                "cause": _fallback_cause(d) if d.stage == "fallback" else None,
             }
         )
     model_rows = [r for r in rows if r["stage"] != "rule"]
@@ -285,16 +304,9 @@ def evaluate_router(
             n_boot=n_boot,
             seed=seed,
         )
-        auto = [
-            r
-            for r in model_rows
-            if r["stage"] == "model" or r["reason_code"] == "evidence_complete"
-        ]
-        result["coverage"] = _r(len(auto) / len(model_rows))
-        result["selective_precision"] = (
-            _r(sum(bool(r["correct"]) for r in auto) / len(auto)) if auto else None
-        )
-        result["n_auto_routed"] = len(auto)
+        auto = [r for r in model_rows if is_auto_routed(r["stage"], r["reason_code"])]
+        n_right = sum(bool(r["correct"]) for r in auto)
+        result.update(selective_summary(len(model_rows), len(auto), n_right))
         result["n_classified"] = len(model_rows)
     else:
         result = {
@@ -309,25 +321,28 @@ def evaluate_router(
     scored = [r for r in rows if r["next_step_correct"] is not None]
     if scored:
         ok = np.array([r["next_step_correct"] for r in scored], dtype=float)
-        result["next_step_accuracy"] = _r(float(ok.mean()))
+        result["next_step_accuracy"] = share(int(ok.sum()), len(ok))
         result["next_step_accuracy_ci"] = list(
             bootstrap_ci(lambda idx: float(ok[idx].mean()), len(ok), n_boot=n_boot, seed=seed)
         )
         result["n_next_step"] = len(scored)
+        result.setdefault("bootstrap", bootstrap_note("percentile", n_boot, seed, 0.95))
     else:
         result["next_step_accuracy"] = None
     result["decisions_by_stage"] = dict(sorted(Counter(r["stage"] for r in rows).items()))
     result["decisions_by_destination"] = dict(
         sorted(Counter(r["destination"] for r in rows).items())
     )
-    deferred = Counter(r["reason_code"] for r in rows if r["stage"] in ("policy", "fallback"))
+    deferred = Counter(r["reason_code"] for r in rows if r["stage"] in DEFERRED_STAGES)
     result["abstention_rate"] = _r(sum(deferred.values()) / n) if n else None
     result["abstentions_by_reason"] = dict(sorted(deferred.items()))
+    causes = Counter(r["cause"] for r in rows if r["cause"] is not None)
+    result["fallbacks_by_cause"] = dict(sorted(causes.items()))
     rule_stats: dict[str, dict[str, Any]] = {}
     for r in rows:
         if r["stage"] != "rule":
             continue
-        key = r["rule_id"] or "(default exit)"
+        key = r["rule_id"] or DEFAULT_EXIT
         st = rule_stats.setdefault(key, {"fires": 0, "matches_gold": 0, "scored": 0})
         st["fires"] += 1
         if r["next_step_correct"] is not None:

@@ -1,8 +1,15 @@
 """Reports of an evaluation: JSON, Markdown, one self-contained HTML page, an errors file.
 
 The HTML page embeds its plots as PNG data URIs (no external files, no scripts): the
-confusion matrix, the reliability diagram, the risk–coverage curve and the confidence of
-hits vs misses. The same PNGs are written next to it for MLflow to log.
+confusion matrix (colour bar, and counts in the cells up to 20 classes), the reliability
+diagram (items per bin; fewer bins when few items are scored), the risk–coverage curve and
+the confidence of hits vs misses, each under a heading with one sentence on how to read
+it. The metrics table says what each number is and what it is counted over. The same
+PNGs are written next to it for MLflow to log.
+
+The plots are drawn on their own :class:`matplotlib.figure.Figure` objects, each with its
+own Agg canvas: no pyplot, no backend switch, no rcParams change, so writing a report from
+a notebook leaves its inline backend and style as they were.
 
 Every file is rendered from one scrubbed copy of the evaluation
 (:class:`hybridroute._scrub.Scrubber`): credentials and declared sensitive facts never
@@ -22,10 +29,58 @@ from typing import Any
 import numpy as np
 
 from .._scrub import Scrubber
+from ..calibration._metrics import DEFAULT_ECE_BINS
 
 __all__ = ["write_report"]
 
 _MAX_CONFUSION_LABELS = 40
+
+
+#: Equal-width bins of the headline ECE (the evaluation's metric, defined in calibration).
+_ECE_BINS = DEFAULT_ECE_BINS
+#: The reliability diagram's bins: about this many scored items per bin on average, between
+#: ``_MIN_BINS`` and the ECE's 15 (with 40 items, 15 bins are mostly empty or of one item).
+_ITEMS_PER_BIN = 10
+_MIN_BINS = 5
+#: Up to this many classes, each cell of the confusion matrix shows its count.
+_MAX_ANNOTATED_LABELS = 20
+_DPI = 110
+
+#: What each stage of a router decision means (the decisions-by-stage tables).
+STAGE_MEANING = {
+    "rule": "a rule decided, from the facts alone",
+    "model": "the classifier's label was confident enough to auto-route",
+    "policy": "the fitted policy held the item back (ask the user, human review, out of "
+    "scope) or answered it on complete evidence",
+    "fallback": "the classifier failed or abstained (see fallbacks by cause)",
+}
+
+#: Each plot: its heading and one sentence on how to read it.
+_PLOT_TEXT = {
+    "confusion_matrix": (
+        "Confusion matrix",
+        "Rows are gold labels and columns predicted labels; the colour is the share of the "
+        "row (so the diagonal is each label's recall), the numbers are item counts, and items "
+        "without a prediction are left out.",
+    ),
+    "reliability": (
+        "Reliability diagram",
+        "Each bar is a confidence bin, its height the share correct in it and the number at "
+        "its foot the items in it; on a calibrated model the bars follow the dashed "
+        "diagonal, and bars below it mean over-confidence.",
+    ),
+    "risk_coverage": (
+        "Risk–coverage curve",
+        "Accepting items from the most to the least confident, the curve shows the error "
+        "rate among those accepted (risk) against the share accepted (coverage); lower is "
+        "better, and the area under it is the AURC.",
+    ),
+    "confidence_hits_misses": (
+        "Confidence of hits and misses",
+        "Histograms of the confidence of correct (hits) and wrong (misses) predictions; the "
+        "less they overlap, the better a confidence threshold separates them.",
+    ),
+}
 
 
 def _fmt(v: Any) -> str:
@@ -38,36 +93,208 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _headline(ev: dict[str, Any]) -> list[tuple[str, Any]]:
-    rows = [
-        ("n", ev.get("n")),
-        ("accuracy", ev.get("accuracy")),
-        ("accuracy 95% CI", ev.get("accuracy_ci")),
-        ("macro-F1", ev.get("macro_f1")),
-        ("macro-F1 95% CI", ev.get("macro_f1_ci")),
-        ("ECE (15 bins)", ev.get("ece")),
-        ("AURC", ev.get("aurc")),
+def _headline(ev: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """The metrics table: (name, value, what it is), every count saying what it counts."""
+    router = ev.get("mode") == "router"
+    of = "classified items" if router else "items"
+    rows: list[tuple[str, Any, str]] = [
+        (
+            "items",
+            ev.get("n"),
+            "rows of the set, all routed" if router else "rows of the set",
+        )
     ]
-    for key, name in (
-        ("coverage", "coverage"),
-        ("selective_precision", "selective precision"),
-        ("next_step_accuracy", "next-step accuracy"),
-        ("next_step_accuracy_ci", "next-step 95% CI"),
-        ("abstention_rate", "abstention rate"),
-    ):
+    if router:
+        rows.append(
+            (
+                "classified",
+                ev.get("n_classified"),
+                "items no rule decided, so the classifier ranked them: accuracy, macro-F1, "
+                "ECE, AURC, coverage and the per-class table are over these",
+            )
+        )
+    rows += [
+        ("accuracy", ev.get("accuracy"), f"share of the {of} whose top label is the gold label"),
+        ("accuracy 95% CI", ev.get("accuracy_ci"), "bootstrap 95% interval of the accuracy"),
+        ("macro-F1", ev.get("macro_f1"), "F1 of each label, averaged with equal weights"),
+        ("macro-F1 95% CI", ev.get("macro_f1_ci"), "bootstrap 95% interval of the macro-F1"),
+    ]
+    if ev.get("n_with_confidence") is not None:
+        rows.append(
+            (
+                "with a confidence",
+                ev["n_with_confidence"],
+                f"{of} with a confidence score: ECE and AURC are over these",
+            )
+        )
+    rows += [
+        (
+            f"ECE ({_ECE_BINS} bins)",
+            ev.get("ece"),
+            "expected calibration error: the item-weighted gap between confidence and "
+            f"accuracy over {_ECE_BINS} equal-width bins (0 is perfect)",
+        ),
+        (
+            "AURC",
+            ev.get("aurc"),
+            "area under the risk–coverage curve: the mean error rate as items are accepted "
+            "from the most confident down (lower is better)",
+        ),
+    ]
+    optional = (
+        ("n_auto_routed", "auto-routed", f"{of} the policy let through"),
+        ("coverage", "coverage", f"auto-routed / {of}"),
+        ("selective_precision", "selective precision", "share of the auto-routed items correct"),
+        ("n_next_step", "with a gold next step", "items whose gold next step is known"),
+        (
+            "next_step_accuracy",
+            "next-step accuracy",
+            "share of the items with a gold next step whose selected destination is that "
+            "step (rule decisions included)",
+        ),
+        ("next_step_accuracy_ci", "next-step 95% CI", "bootstrap 95% interval"),
+        (
+            "abstention_rate",
+            "abstention rate",
+            "share of all items held back by the policy or fallen back"
+            if router
+            else "share of the items the classifier abstained on",
+        ),
+    )
+    for key, name, meaning in optional:
         if ev.get(key) is not None:
-            rows.append((name, ev[key]))
+            rows.append((name, ev[key], meaning))
     return rows
 
 
+def _reliability_bins(n_scored: int) -> int:
+    """Fewer bins when few items are scored, so a bin is not one or two items."""
+    return int(min(_ECE_BINS, max(_MIN_BINS, n_scored // _ITEMS_PER_BIN)))
+
+
+def _new_figure(size: tuple[float, float]) -> tuple[Any, Any]:
+    """A figure on its own Agg canvas: no pyplot, no backend switch, no global state."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI, format="png")
+    return path
+
+
+def _confusion_figure(cm_doc: dict[str, Any]) -> Any:
+    labels = list(cm_doc["labels"])
+    cm = np.asarray(cm_doc["matrix"], dtype=float)
+    title = "confusion matrix (colour: share of the gold row)"
+    if len(labels) > _MAX_CONFUSION_LABELS:
+        title = (
+            f"confusion matrix: the {_MAX_CONFUSION_LABELS} most confused of {len(labels)} classes"
+        )
+        # keep the classes with the most off-diagonal mass, so the plot stays readable
+        off = cm.sum(axis=0) + cm.sum(axis=1) - 2 * np.diag(cm)
+        keep = np.sort(np.argsort(-off, kind="stable")[:_MAX_CONFUSION_LABELS])
+        cm = cm[np.ix_(keep, keep)]
+        labels = [labels[i] for i in keep]
+    rows = cm.sum(axis=1, keepdims=True)
+    norm = np.divide(cm, rows, out=np.zeros_like(cm), where=rows > 0)
+    size = max(5.0, 0.22 * len(labels) + 2)
+    fig, ax = _new_figure((size + 1.0, size))
+    image = ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the gold row")
+    ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=6)
+    ax.set_yticks(range(len(labels)), labels, fontsize=6)
+    if len(labels) <= _MAX_ANNOTATED_LABELS:
+        fontsize = 8 if len(labels) <= 10 else 6
+        for i, j in zip(*np.nonzero(cm), strict=True):
+            ax.text(
+                j,
+                i,
+                str(int(cm[i, j])),
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+                color="white" if norm[i, j] > 0.5 else "black",
+            )
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("gold")
+    ax.set_title(title)
+    return fig
+
+
+def _reliability_figure(conf: np.ndarray, correct: np.ndarray, ece: Any) -> Any:
+    from ..calibration import reliability_diagram
+
+    n_bins = _reliability_bins(len(conf))
+    d = reliability_diagram(conf, correct, n_bins=n_bins)
+    fig, ax = _new_figure((5, 5))
+    ax.plot([0, 1], [0, 1], "--", color="grey", lw=1, label="perfect calibration")
+    ax.bar(
+        (d.lower + d.upper) / 2,
+        d.accuracy,
+        width=(d.upper - d.lower) * 0.9,
+        alpha=0.7,
+        label="share correct in the bin (at its foot: items in it)",
+    )
+    # each bin's item count at the foot of its bar, clear of the curve above it
+    for x, count in zip((d.lower + d.upper) / 2, d.count, strict=True):
+        ax.text(x, 0.015, str(int(count)), ha="center", va="bottom", fontsize=7)
+    ax.plot(d.confidence, d.accuracy, "o-", ms=3, label="mean confidence → share correct")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.1)
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("share correct")
+    ax.set_title(
+        f"reliability: {len(conf)} items in {n_bins} bins (ECE {_fmt(ece)}, {_ECE_BINS} bins)",
+        fontsize=9,
+    )
+    ax.legend(loc="upper left", fontsize=7)
+    return fig
+
+
+def _risk_coverage_figure(conf: np.ndarray, correct: np.ndarray, aurc: Any) -> Any:
+    from ..calibration import risk_coverage_curve
+
+    rc = risk_coverage_curve(conf, correct)
+    fig, ax = _new_figure((5, 4))
+    ax.plot(rc.coverage, rc.risk, lw=1.5)
+    ax.set_xlabel("coverage (share accepted)")
+    ax.set_ylabel("risk (error rate among accepted)")
+    ax.set_title(f"risk–coverage over {len(conf)} items (AURC {_fmt(aurc)})", fontsize=9)
+    return fig
+
+
+def _hits_misses_figure(conf: np.ndarray, correct: np.ndarray) -> Any:
+    fig, ax = _new_figure((5, 4))
+    bins = np.linspace(0, 1, 21)
+    # matplotlib's stub types bins as Sequence[float]; an ndarray of edges is accepted
+    ax.hist(
+        conf[correct],
+        bins=bins,  # type: ignore[arg-type]
+        alpha=0.6,
+        label=f"hits ({int(correct.sum())})",
+    )
+    ax.hist(
+        conf[~correct],
+        bins=bins,  # type: ignore[arg-type]
+        alpha=0.6,
+        label=f"misses ({int((~correct).sum())})",
+    )
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("items")
+    ax.set_title("confidence of hits vs misses")
+    ax.legend(fontsize=8)
+    return fig
+
+
 def _plots(ev: dict[str, Any], outdir: Path) -> dict[str, Path]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    from ..calibration import reliability_diagram, risk_coverage_curve
-
+    """The plots as PNG files, drawn on their own figures (the host's matplotlib state --
+    backend, pyplot figures, rcParams -- is left as it was)."""
     items = [
         it
         for it in ev["items"]
@@ -75,98 +302,25 @@ def _plots(ev: dict[str, Any], outdir: Path) -> dict[str, Path]:
     ]
     conf = np.array([it["confidence"] for it in items], dtype=float)
     correct = np.array([bool(it["correct"]) for it in items], dtype=bool)
-    paths: dict[str, Path] = {}
-    outdir.mkdir(parents=True, exist_ok=True)
-
+    figures: dict[str, Any] = {}
     cm_doc = ev.get("confusion")
     if cm_doc and cm_doc["labels"]:
-        labels = cm_doc["labels"]
-        cm = np.asarray(cm_doc["matrix"], dtype=float)
-        title = "confusion matrix (row-normalised)"
-        if len(labels) > _MAX_CONFUSION_LABELS:
-            title = f"confusion matrix: the {_MAX_CONFUSION_LABELS} most confused of {len(labels)} classes"
-            # keep the classes with the most off-diagonal mass, so the plot stays readable
-            off = cm.sum(axis=0) + cm.sum(axis=1) - 2 * np.diag(cm)
-            keep = np.sort(np.argsort(-off, kind="stable")[:_MAX_CONFUSION_LABELS])
-            cm = cm[np.ix_(keep, keep)]
-            labels = [labels[i] for i in keep]
-        rows = cm.sum(axis=1, keepdims=True)
-        norm = np.divide(cm, rows, out=np.zeros_like(cm), where=rows > 0)
-        size = max(5.0, 0.22 * len(labels) + 2)
-        fig, ax = plt.subplots(figsize=(size, size))
-        ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
-        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=6)
-        ax.set_yticks(range(len(labels)), labels, fontsize=6)
-        ax.set_xlabel("predicted")
-        ax.set_ylabel("gold")
-        ax.set_title(title)
-        fig.tight_layout()
-        paths["confusion_matrix"] = outdir / "confusion_matrix.png"
-        fig.savefig(paths["confusion_matrix"], dpi=110)
-        plt.close(fig)
-
+        figures["confusion_matrix"] = _confusion_figure(cm_doc)
     if len(conf):
-        d = reliability_diagram(conf, correct, n_bins=15)
-        fig, ax = plt.subplots(figsize=(5, 5))
-        ax.plot([0, 1], [0, 1], "--", color="grey", lw=1)
-        ax.bar(
-            (d.lower + d.upper) / 2,
-            d.accuracy,
-            width=(d.upper - d.lower) * 0.9,
-            alpha=0.7,
-            label="accuracy",
-        )
-        ax.plot(d.confidence, d.accuracy, "o-", ms=3, label="mean confidence → accuracy")
-        ax.set_xlabel("confidence")
-        ax.set_ylabel("accuracy")
-        ax.set_title(f"reliability (ECE {_fmt(ev.get('ece'))})")
-        ax.legend(loc="upper left", fontsize=8)
-        fig.tight_layout()
-        paths["reliability"] = outdir / "reliability.png"
-        fig.savefig(paths["reliability"], dpi=110)
-        plt.close(fig)
-
-        rc = risk_coverage_curve(conf, correct)
-        fig, ax = plt.subplots(figsize=(5, 4))
-        ax.plot(rc.coverage, rc.risk, lw=1.5)
-        ax.set_xlabel("coverage")
-        ax.set_ylabel("risk (error rate among accepted)")
-        ax.set_title(f"risk–coverage (AURC {_fmt(ev.get('aurc'))})")
-        fig.tight_layout()
-        paths["risk_coverage"] = outdir / "risk_coverage.png"
-        fig.savefig(paths["risk_coverage"], dpi=110)
-        plt.close(fig)
-
-        fig, ax = plt.subplots(figsize=(5, 4))
-        bins = np.linspace(0, 1, 21)
-        # matplotlib's stub types bins as Sequence[float]; an ndarray of edges is accepted
-        ax.hist(
-            conf[correct],
-            bins=bins,  # type: ignore[arg-type]
-            alpha=0.6,
-            label=f"hits ({int(correct.sum())})",
-        )
-        ax.hist(
-            conf[~correct],
-            bins=bins,  # type: ignore[arg-type]
-            alpha=0.6,
-            label=f"misses ({int((~correct).sum())})",
-        )
-        ax.set_xlabel("confidence")
-        ax.set_ylabel("items")
-        ax.set_title("confidence of hits vs misses")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        paths["confidence_hits_misses"] = outdir / "confidence_hits_misses.png"
-        fig.savefig(paths["confidence_hits_misses"], dpi=110)
-        plt.close(fig)
+        figures["reliability"] = _reliability_figure(conf, correct, ev.get("ece"))
+        figures["risk_coverage"] = _risk_coverage_figure(conf, correct, ev.get("aurc"))
+        figures["confidence_hits_misses"] = _hits_misses_figure(conf, correct)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = {name: _save(fig, outdir / f"{name}.png") for name, fig in figures.items()}
     return paths
 
 
 def _errors(ev: dict[str, Any], path: Path, scrub: Scrubber) -> int:
     cols = ["text", "gold", "predicted", "confidence", "reason_code"]
     extra = [
-        c for c in ("gold_next_step", "destination", "stage") if ev["items"] and c in ev["items"][0]
+        c
+        for c in ("gold_next_step", "destination", "stage", "cause")
+        if ev["items"] and c in ev["items"][0]
     ]
     n = 0
     with open(path, "w", encoding="utf-8", newline="") as fh:
@@ -181,41 +335,115 @@ def _errors(ev: dict[str, Any], path: Path, scrub: Scrubber) -> int:
     return n
 
 
-def _markdown(ev: dict[str, Any], title: str) -> str:
-    lines = [f"# {title}", "", "| metric | value |", "|---|---|"]
-    lines += [f"| {k} | {_fmt(v)} |" for k, v in _headline(ev)]
-    if ev.get("decisions_by_stage"):
-        lines += ["", "## Decisions by stage", "", "| stage | n |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in ev["decisions_by_stage"].items()]
-    if ev.get("rules"):
-        lines += ["", "## Rules", "", "| rule | fires | matches gold next step |", "|---|---|---|"]
-        lines += [
-            f"| {k} | {v['fires']} | {_fmt(v['match_rate'])} |" for k, v in ev["rules"].items()
-        ]
-    if ev.get("abstentions_by_reason"):
-        lines += ["", "## Abstentions by reason code", "", "| reason | n |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in ev["abstentions_by_reason"].items()]
-    per = ev.get("per_class") or {}
-    if per:
-        lines += [
-            "",
-            "## Per class",
-            "",
-            "| label | precision | recall | F1 | support | confused with |",
-            "|---|---|---|---|---|---|",
-        ]
-        for lab, row in per.items():
-            conf = ", ".join(f"{c['label']} ({c['count']})" for c in row["confused_with"])
-            lines.append(
-                f"| {lab} | {row['precision']:.3f} | {row['recall']:.3f} | {row['f1']:.3f} | "
-                f"{row['support']} | {conf} |"
+def _count_tables(ev: dict[str, Any]) -> list[tuple[str, str, list[str], list[list[Any]]]]:
+    """The count tables both pages show: (heading, one line on what it counts, header, rows)."""
+    tables = []
+    stages = ev.get("decisions_by_stage")
+    if stages:
+        tables.append(
+            (
+                "Decisions by stage",
+                f"Where each of the {ev.get('n')} items was decided.",
+                ["stage", "decisions", "what it means"],
+                # in the order a decision goes through them; a stage with none shows 0
+                [[k, stages.get(k, 0), m] for k, m in STAGE_MEANING.items()]
+                + [[k, v, ""] for k, v in stages.items() if k not in STAGE_MEANING],
             )
+        )
+    if ev.get("mode") == "router":
+        causes = ev.get("fallbacks_by_cause") or {}
+        tables.append(
+            (
+                "Fallbacks by cause",
+                "Fallback decisions by reason code, with the exception's type when the "
+                "classifier raised" + ("." if causes else ": none in this evaluation."),
+                ["cause", "decisions"],
+                [[k, v] for k, v in causes.items()],
+            )
+        )
+    if ev.get("rules"):
+        tables.append(
+            (
+                "Rules",
+                "How often each rule decided, and how often its decision was the gold next step.",
+                ["rule", "fires", "matches gold next step"],
+                [[k, v["fires"], _fmt(v["match_rate"])] for k, v in ev["rules"].items()],
+            )
+        )
+    if ev.get("abstentions_by_reason"):
+        tables.append(
+            (
+                "Abstentions by reason code",
+                "Items not auto-routed (held back by the policy or fallen back), by reason code."
+                if ev.get("mode") == "router"
+                else "Items the classifier abstained on, by reason code.",
+                ["reason", "items"],
+                [[k, v] for k, v in ev["abstentions_by_reason"].items()],
+            )
+        )
+    return tables
+
+
+def _per_class_rows(ev: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for lab, row in (ev.get("per_class") or {}).items():
+        conf = ", ".join(f"{c['label']} ({c['count']})" for c in row["confused_with"])
+        rows.append(
+            [
+                str(lab),
+                f"{row['precision']:.3f}",
+                f"{row['recall']:.3f}",
+                f"{row['f1']:.3f}",
+                str(row["support"]),
+                conf,
+            ]
+        )
+    return rows
+
+
+_PER_CLASS_HEADER = ["label", "precision", "recall", "F1", "support", "confused with"]
+_PER_CLASS_TEXT = (
+    "Per gold label: precision and recall of the label, their F1, the number of items "
+    "(support) and the labels it was most often mistaken for (with counts)."
+)
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    def cell(v: Any) -> str:
+        return str(v).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def _markdown(ev: dict[str, Any], title: str) -> str:
+    lines = [f"# {title}", ""]
+    lines += _md_table(
+        ["metric", "value", "what it is"], [[k, _fmt(v), m] for k, v, m in _headline(ev)]
+    )
+    for heading, text, header, rows in _count_tables(ev):
+        lines += ["", f"## {heading}", "", text]
+        if rows:
+            lines += ["", *_md_table(header, rows)]
+    per = _per_class_rows(ev)
+    if per:
+        lines += ["", "## Per class", "", _PER_CLASS_TEXT, "", *_md_table(_PER_CLASS_HEADER, per)]
     lat = ev.get("latency") or {}
     if lat:
         lines += ["", "## Latency and usage", ""]
         lines += [f"- {k}: {v}" for k, v in lat.items()]
         lines += [f"- {k}: {v}" for k, v in (ev.get("usage") or {}).items()]
     return "\n".join(lines) + "\n"
+
+
+def _html_table(header: list[str], rows: list[list[Any]]) -> str:
+    esc = html.escape
+    head = "".join(f"<th>{esc(str(h))}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _html(ev: dict[str, Any], title: str, plots: dict[str, Path]) -> str:
@@ -225,40 +453,33 @@ def _html(ev: dict[str, Any], title: str, plots: dict[str, Path]) -> str:
         f"<title>{esc(title)}</title>",
         "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}"
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
-        "text-align:left;font-size:14px}img{max-width:100%;margin:0.5em}h1{font-size:1.6em}</style>",
+        "text-align:left;font-size:14px}img{max-width:100%;margin:0.5em}h1{font-size:1.6em}"
+        "p.how{color:#444;max-width:60em}td.what{color:#555;font-size:13px}</style>",
         "</head><body>",
         f"<h1>{esc(title)}</h1>",
-        "<table><tr><th>metric</th><th>value</th></tr>",
+        "<h2>Metrics</h2>",
+        "<table><tr><th>metric</th><th>value</th><th>what it is</th></tr>",
     ]
-    parts += [f"<tr><td>{esc(k)}</td><td>{esc(_fmt(v))}</td></tr>" for k, v in _headline(ev)]
+    parts += [
+        f"<tr><td>{esc(k)}</td><td>{esc(_fmt(v))}</td><td class='what'>{esc(m)}</td></tr>"
+        for k, v, m in _headline(ev)
+    ]
     parts.append("</table>")
+    for heading, text, header, rows in _count_tables(ev):
+        parts.append(f"<h2>{esc(heading)}</h2><p class='how'>{esc(text)}</p>")
+        if rows:
+            parts.append(_html_table(header, rows))
     for name, path in plots.items():
+        heading, how = _PLOT_TEXT.get(name, (name.replace("_", " "), ""))
         data = base64.b64encode(path.read_bytes()).decode("ascii")
         parts.append(
-            f"<h2>{esc(name.replace('_', ' '))}</h2><img alt='{esc(name)}' src='data:image/png;base64,{data}'>"
+            f"<h2>{esc(heading)}</h2><p class='how'>{esc(how)}</p>"
+            f"<img alt='{esc(heading)}' src='data:image/png;base64,{data}'>"
         )
-    if ev.get("rules"):
-        parts.append(
-            "<h2>Rules</h2><table><tr><th>rule</th><th>fires</th><th>matches gold next step</th></tr>"
-        )
-        parts += [
-            f"<tr><td>{esc(k)}</td><td>{v['fires']}</td><td>{esc(_fmt(v['match_rate']))}</td></tr>"
-            for k, v in ev["rules"].items()
-        ]
-        parts.append("</table>")
-    per = ev.get("per_class") or {}
+    per = _per_class_rows(ev)
     if per:
-        parts.append(
-            "<h2>Per class</h2><table><tr><th>label</th><th>precision</th><th>recall</th><th>F1</th>"
-            "<th>support</th><th>confused with</th></tr>"
-        )
-        for lab, row in per.items():
-            conf = ", ".join(f"{c['label']} ({c['count']})" for c in row["confused_with"])
-            parts.append(
-                f"<tr><td>{esc(lab)}</td><td>{row['precision']:.3f}</td><td>{row['recall']:.3f}</td>"
-                f"<td>{row['f1']:.3f}</td><td>{row['support']}</td><td>{esc(conf)}</td></tr>"
-            )
-        parts.append("</table>")
+        parts.append(f"<h2>Per class</h2><p class='how'>{esc(_PER_CLASS_TEXT)}</p>")
+        parts.append(_html_table(_PER_CLASS_HEADER, per))
     parts.append("</body></html>")
     return "\n".join(parts)
 

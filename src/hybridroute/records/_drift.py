@@ -11,6 +11,10 @@ the same columns), so it runs the same on a log file or an exported slice.
   index (PSI) and a chi-square test of homogeneity; a window is flagged when the test is
   significant at ``alpha`` **and** the PSI reaches ``psi_flag`` (a large sample makes
   tiny, harmless shifts significant; a small one makes large shifts noisy);
+* fallback decisions (the classifier failed or abstained) counted by cause, overall and
+  by window: the cause the router recorded (``detail["cause"]``: the reason code, with
+  the exception's type when the classifier raised, e.g. ``classifier_error (TypeError)``),
+  or the reason code of a record written before causes were recorded;
 * the replay-mismatch rate inside the log: decisions with the same ``snapshot_hash`` but
   different destinations. Within one router version that is nondeterminism (a defect);
   across versions it is an intended change. The two are reported apart.
@@ -18,6 +22,7 @@ the same columns), so it runs the same on a log file or an exported slice.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -92,12 +97,53 @@ class DriftReport(dict):
                 f"chi2 p={w['destination_p']:.3g} | reason PSI={w['reason_psi']:.3f} "
                 f"p={w['reason_p']:.3g} -> {flag}"
             )
+        by_cause = self.get("fallbacks_by_cause") or {}
+        if not by_cause:
+            lines.append("fallback decisions (the classifier failed or abstained): none")
+        else:
+            lines.append(
+                f"fallback decisions (the classifier failed or abstained): {sum(by_cause.values())}"
+                f" -- by cause: {_join_counts(by_cause)}"
+            )
+            if len(self["windows"]) > 1:
+                for w, info in self["windows"].items():
+                    if info.get("fallbacks_by_cause"):
+                        lines.append(f"  {w}: {_join_counts(info['fallbacks_by_cause'])}")
         nd = self["replay_mismatch"]
         lines.append(
             f"same snapshot, different destination: {nd['within_version_conflicts']} within a version "
             f"(nondeterminism), {nd['across_version_changes']} across versions (intended changes)"
         )
         return lines
+
+
+def _join_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+def _fallback_causes(frame: Any) -> list[str | None]:
+    """Per row: the cause of a fallback decision (None for other stages)."""
+    out: list[str | None] = []
+    records = frame["record"] if "record" in frame.columns else [None] * len(frame)
+    for stage, reason, rec in zip(frame["stage"], frame["reason_code"], records, strict=True):
+        if stage != "fallback":
+            out.append(None)
+            continue
+        detail = rec.get("detail") if isinstance(rec, dict) else None
+        cause = detail.get("cause") if isinstance(detail, dict) else None
+        out.append(str(cause) if cause else str(reason))
+    return out
+
+
+def _tally(keys: Any, causes: list[str | None]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Fallbacks by cause overall and by window, in one pass."""
+    total: Counter[str] = Counter()
+    by_window: dict[str, Counter[str]] = {}
+    for k, c in zip(keys, causes, strict=True):
+        if c is not None:
+            total[c] += 1
+            by_window.setdefault(k, Counter())[c] += 1
+    return dict(sorted(total.items())), {k: dict(sorted(v.items())) for k, v in by_window.items()}
 
 
 def _counts(keys: Any, values: Any, categories: list[str]) -> dict[str, np.ndarray]:
@@ -151,6 +197,7 @@ def drift_report(
             shifts=[],
             segments={},
             confidence_histograms={},
+            fallbacks_by_cause={},
             replay_mismatch={
                 "within_version_conflicts": 0,
                 "across_version_changes": 0,
@@ -173,6 +220,7 @@ def drift_report(
     dcount = _counts(keys, frame["selected_destination"], dests)
     rcount = _counts(keys, frame["reason_code"], reasons)
 
+    fallbacks, fallbacks_by_window = _tally(keys, _fallback_causes(frame))
     window_info: dict[str, Any] = {}
     for w in windows:
         dn, rn = dcount[w], rcount[w]
@@ -184,6 +232,7 @@ def drift_report(
             "reason_codes": {
                 r: round(float(c / rn.sum()), 6) for r, c in zip(reasons, rn, strict=True) if c
             },
+            "fallbacks_by_cause": fallbacks_by_window.get(w, {}),
         }
 
     shifts = []
@@ -243,6 +292,7 @@ def drift_report(
         shifts=shifts,
         segments={"by": segment or by, "values": segments},
         confidence_histograms=hists,
+        fallbacks_by_cause=fallbacks,
         replay_mismatch=_replay_mismatch(frame),
     )
 

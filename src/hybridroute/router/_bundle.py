@@ -64,6 +64,10 @@ MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 DESTINATIONS_MAX_BYTES = 8 * 1024 * 1024
 
 
+#: How to fit a policy bound to a model, in Python (the command line says it its own way).
+_REFIT_IN_PYTHON = "fit_policy(..., model_fingerprint=classifier.fingerprint())"
+
+
 def _short(fingerprint: str) -> str:
     return f"{fingerprint[:16]}…"
 
@@ -75,6 +79,7 @@ def check_model_binding(
     strict: bool = False,
     policy_source: str | None = None,
     model_source: str | None = None,
+    refit_hint: str = _REFIT_IN_PYTHON,
 ) -> None:
     """Refuse a policy paired with a classifier other than the one it was fitted on.
 
@@ -95,6 +100,9 @@ def check_model_binding(
         record a fingerprint, and an in-memory classifier's is computed.
     policy_source, model_source : str, optional
         Where the policy and the model came from, for the message.
+    refit_hint : str
+        How to fit a policy bound to the model, in the caller's words: by default the
+        Python call; the command line names its own command.
 
     Raises
     ------
@@ -111,8 +119,7 @@ def check_model_binding(
             raise ArtifactError(
                 "field 'model_fingerprint' is null: the policy does not record the model it "
                 f"was fitted on, so it cannot be checked against {model}; fit it with "
-                "`hybridroute calibrate --model DIR` (or fit_policy(..., "
-                "model_fingerprint=classifier.fingerprint()))",
+                f"{refit_hint}",
                 path=policy_source,
             )
         return
@@ -126,8 +133,7 @@ def check_model_binding(
         raise ArtifactError(
             f"field 'model_fingerprint': the policy was fitted on model {_short(policy_fp)}, "
             f"but {model} is model {_short(str(model_fp))}; a policy's thresholds and "
-            "calibration hold only for the model it was fitted on (refit it with "
-            "`hybridroute calibrate --model` on this model)",
+            f"calibration hold only for the model it was fitted on (refit it with {refit_hint})",
             path=policy_source,
         )
 
@@ -188,7 +194,8 @@ def save_router(
         if any(root.iterdir()):
             if not overwrite:
                 raise UserInputError(
-                    f"{root} exists and is not empty (pass overwrite=True / --force)"
+                    f"{root} exists and is not empty; choose a new directory, or pass "
+                    "overwrite=True to replace the router bundle there"
                 )
             if not (root / _MANIFEST).is_file():
                 raise UserInputError(
@@ -275,7 +282,7 @@ def read_manifest(root: Path) -> dict[str, Any]:
     if version != BUNDLE_FORMAT_VERSION:
         raise ArtifactError(
             f"bundle format version {version!r} is not supported (this version reads "
-            f"{BUNDLE_FORMAT_VERSION}); build the bundle again with `hybridroute router build`",
+            f"{BUNDLE_FORMAT_VERSION}); build the bundle again with this version of hybridroute",
             path=where,
         )
     manifest = verify(doc, path=mwhere, what="bundle manifest")

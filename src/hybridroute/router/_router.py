@@ -8,7 +8,14 @@ One decision, step by step:
    facts only, so nothing in the text can get past them;
 3. otherwise the classifier ranks the closed label set. A classifier failure or
    abstention becomes a ``fallback`` decision with its reason code (``strict=True``
-   raises instead);
+   raises instead). A caught exception is kept in the decision's detail
+   (``detail["error"]``: its type and a one-line message of at most
+   :data:`MAX_ERROR_CHARS` characters, no traceback), and every fallback names its
+   ``detail["cause"]`` -- the reason code, with the exception's type when there was one
+   (``classifier_error (TypeError)``) -- which evaluation, drift and the demo count. Each
+   router logs each new cause once (the module's :mod:`logging` logger, ``WARNING`` for
+   an exception, ``INFO`` for an abstention the classifier reported), so a bug in a
+   custom classifier does not pass for ordinary human-review traffic;
 4. the fitted policy turns the ranking into auto-route (``stage="model"``), ask the user,
    human review or out of scope (``stage="policy"``);
 5. an auto-routed item that came with evidence is answered only if the evidence is
@@ -31,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,9 +48,11 @@ from typing import Any
 
 import numpy as np
 
+from .._canonical import hash_canonical
+from .._redact import scrub_text
 from .._safeio import check_text
 from ..classifiers._base import IntentClassifier, RankedLabels
-from ..contracts import Decision, ReasonCode, Stage, hash_canonical
+from ..contracts import Decision, ReasonCode, Stage
 from ..exceptions import (
     ClassifierError,
     FactsError,
@@ -52,12 +62,18 @@ from ..exceptions import (
 )
 from ..rules import RuleSet
 
-__all__ = ["MAX_TEXT_CHARS", "HybridRouter", "RouteItem"]
+__all__ = ["MAX_ERROR_CHARS", "MAX_TEXT_CHARS", "HybridRouter", "RouteItem"]
+
+logger = logging.getLogger(__name__)
 
 #: Longest text (in characters) the router accepts. Far beyond any ticket or agent turn
 #: (~25,000 tokens), short enough that no text can make one classifier call (an LLM
 #: prompt, a TF-IDF transform) unbounded. Override per router with ``max_text_chars``.
 MAX_TEXT_CHARS = 100_000
+
+#: Longest exception message kept in a fallback decision's ``detail["error"]`` (and in its
+#: log line): enough to tell one bug from another, too short to carry a document.
+MAX_ERROR_CHARS = 200
 
 
 @dataclass(slots=True)
@@ -69,7 +85,7 @@ class _Scored:
     scores: tuple[float, ...] = ()
     abstain_reason: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
+    error: dict[str, str] | None = None  # a caught exception: {"type", "message"[, "in"]}
 
 
 _RULE = Stage.RULE.value
@@ -137,6 +153,7 @@ class HybridRouter:
         self.name = str(name)
         self.version = str(version)
         self.strict = bool(strict)
+        self._logged_causes: set[str] = set()  # fallback causes this router has logged
         classes = tuple(str(c) for c in getattr(classifier, "classes_", ()))
         if not classes:
             raise RuleSetError("the router's classifier is not fitted (it has no classes_)")
@@ -231,10 +248,9 @@ class HybridRouter:
                 except Exception as exc:
                     if self.strict:
                         raise
-                    ranked = [
-                        RankedLabels(labels=(), scores=(), abstain_reason=_failure_code(exc))
-                    ] * len(texts)
-                scored = [self._from_ranking(r) for r in ranked]
+                    scored = _failed(exc, len(texts))
+                else:
+                    scored = [self._from_ranking(r) for r in ranked]
             else:
                 scored = await asyncio.to_thread(self._score, texts)
             self._decide(pending, scored)
@@ -338,7 +354,7 @@ class HybridRouter:
         except Exception as exc:
             if self.strict:
                 raise
-            return [_Scored(abstain_reason=_failure_code(exc)) for _ in texts]
+            return _failed(exc, len(texts))
         return [self._from_ranking(r) for r in ranked]
 
     def _from_ranking(self, ranked: RankedLabels) -> _Scored:
@@ -410,24 +426,44 @@ class HybridRouter:
             except (ValueError, UndeclaredValueError) as exc:
                 if self.strict:
                     raise
+                error = {**_error_detail(exc), "in": "policy"}
                 for i in ok:
                     scored[i].abstain_reason = ReasonCode.CLASSIFIER_ERROR.value
-                    scored[i].error = str(exc)[:300]
+                    scored[i].error = error
                     scored[i].row = None
         for i, (prep, sc) in enumerate(zip(prepared, scored, strict=True)):
             if sc.row is None or i not in outcomes:
                 if self.strict:
                     raise ClassifierError(f"classifier abstained: {sc.abstain_reason}")
+                reason = sc.abstain_reason or ReasonCode.CLASSIFIER_ERROR.value
                 detail: dict[str, Any] = {"classifier": {"labels": sc.labels, "scores": sc.scores}}
                 if sc.usage:
                     detail["usage"] = sc.usage
                 if sc.error:
-                    detail["error"] = sc.error
-                prep["decision"] = self._fallback(
-                    prep, sc.abstain_reason or ReasonCode.CLASSIFIER_ERROR.value, detail
-                )
+                    detail["error"] = dict(sc.error)
+                detail["cause"] = _cause(reason, sc.error)
+                self._log_cause(detail["cause"], reason, sc.error)
+                prep["decision"] = self._fallback(prep, reason, detail)
             else:
                 prep["decision"] = self._from_outcome(prep, sc, outcomes[i])
+
+    def _log_cause(self, cause: str, reason: str, error: Mapping[str, str] | None) -> None:
+        """Log a fallback cause the first time this router meets it (never again after)."""
+        if cause in self._logged_causes:
+            return
+        self._logged_causes.add(cause)
+        where = f"router {self.name!r} (version {self.version})"
+        then = (
+            f"its items go to {self.fallback_destination!r} as fallbacks with cause {cause!r} "
+            "(logged once per router and cause)"
+        )
+        if error is None:
+            logger.info("%s: the classifier gave no usable ranking (%s); %s", where, reason, then)
+            return
+        source = "the policy" if error.get("in") == "policy" else "the classifier"
+        # a message may quote the item; credentials in it go no further than this line
+        message = scrub_text(error["message"])
+        logger.warning("%s: %s raised %s: %s; %s", where, source, error["type"], message, then)
 
     def _from_outcome(self, prepared: dict[str, Any], sc: _Scored, outcome: Any) -> Decision:
         detail: dict[str, Any] = {
@@ -536,6 +572,28 @@ def _threshold_value(thr: Any) -> float | None:
 def _failure_code(exc: BaseException) -> str:
     code = getattr(exc, "reason_code", None)
     return str(code) if code else ReasonCode.CLASSIFIER_ERROR.value
+
+
+def _error_detail(exc: BaseException) -> dict[str, str]:
+    """An exception as a fallback keeps it: its type and a bounded one-line message."""
+    message = " ".join(str(exc).split())
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[: MAX_ERROR_CHARS - 1] + "…"
+    return {"type": type(exc).__name__, "message": message}
+
+
+def _failed(exc: BaseException, n: int) -> list[_Scored]:
+    """``n`` abstentions for one caught classifier exception (its reason code and detail)."""
+    error = _error_detail(exc)
+    return [_Scored(abstain_reason=_failure_code(exc), error=error) for _ in range(n)]
+
+
+def _cause(reason: str, error: Mapping[str, str] | None) -> str:
+    """What a fallback is counted under: its reason code, with the exception's type."""
+    if error is None:
+        return reason
+    where = "policy: " if error.get("in") == "policy" else ""
+    return f"{reason} ({where}{error['type']})"
 
 
 def _recorded_ranking(record: Mapping[str, Any]) -> RankedLabels | None:

@@ -47,6 +47,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..exceptions import ConditionError
+
 __all__ = [
     "MAX_CONDITION_CHARS",
     "MAX_DEPTH",
@@ -63,10 +65,6 @@ _MAX_TOKENS = 200
 _MAX_LIST = 100
 
 Facts = Mapping[str, Any]
-
-
-class ConditionError(ValueError):
-    """A condition cannot be parsed or refers to something undeclared (message says where)."""
 
 
 _TOKEN_RE = re.compile(

@@ -1,8 +1,10 @@
 """Router metrics aggregated in Spark, with the definitions of ``evaluate_router``.
 
 Every count is a Spark aggregation (``agg`` / ``groupBy``) over the scored frame; the
-driver only divides the resulting integers and applies the same rounding as
-:func:`hybridroute.evaluation.evaluate_router`, so the two agree exactly. Bootstrap
+driver turns the resulting integers into metrics with the functions
+:func:`hybridroute.evaluation.evaluate_router` uses (``hybridroute.evaluation._stats``:
+per-class scores, macro-F1, shares and their rounding, what counts as auto-routed), so
+the two agree exactly. Bootstrap
 intervals, ECE and AURC need the per-item values (resampling, sorting by confidence) and
 are left to ``evaluate_router`` on a sample.
 """
@@ -15,11 +17,21 @@ from typing import Any
 
 import numpy as np
 
+from ..evaluation._stats import (
+    AUTO_REASON,
+    AUTO_STAGE,
+    DEFAULT_EXIT,
+    DEFERRED_STAGES,
+    RULE_STAGE,
+    macro_f1_from_counts,
+    per_class_from_confusion,
+    round_metric,
+    selective_summary,
+    share,
+)
 from ..exceptions import UserInputError
 
 __all__ = ["SparkEvaluation", "evaluate_scored", "scrubbed_rows", "with_outcomes"]
-
-_DEFAULT_EXIT = "(default exit)"
 
 
 class SparkEvaluation(dict):
@@ -47,17 +59,13 @@ class SparkEvaluation(dict):
         return out
 
 
-def _r(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 6)
-
-
 def with_outcomes(scored: Any) -> Any:
     """Add ``correct`` (intent label, model-stage rows only) and ``next_step_correct``."""
     from pyspark.sql import functions as F
 
     if "gold" not in scored.columns:
         raise UserInputError("evaluating needs a 'gold' (or 'label') column in the item frame")
-    classified = F.col("stage") != "rule"
+    classified = F.col("stage") != RULE_STAGE
     out = scored.withColumn(
         "correct",
         F.when(classified, F.coalesce(F.col("label") == F.col("gold"), F.lit(False))),
@@ -144,42 +152,6 @@ def _count_if(cond: Any) -> Any:
     return F.sum(F.when(cond, 1).otherwise(0))
 
 
-def _per_class(cm: np.ndarray, support: np.ndarray, labels: Sequence[str]) -> dict[str, Any]:
-    # the formulas of evaluation._stats.per_class_report, from counts
-    out: dict[str, dict[str, Any]] = {}
-    for i, lab in enumerate(labels):
-        tp = int(cm[i, i])
-        sup = int(support[i])
-        predicted = int(cm[:, i].sum())
-        precision = tp / predicted if predicted else 0.0
-        recall = tp / sup if sup else 0.0
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        row = cm[i].copy()
-        row[i] = 0
-        order = np.argsort(-row, kind="stable")[:3]
-        confused = [{"label": labels[j], "count": int(row[j])} for j in order if row[j] > 0]
-        out[lab] = {
-            "precision": round(precision, 6),
-            "recall": round(recall, 6),
-            "f1": round(f1, 6),
-            "support": sup,
-            "confused_with": confused,
-        }
-    return out
-
-
-def _macro_f1(cm: np.ndarray, support: np.ndarray) -> float:
-    # the formula of evaluation._stats._f1_from_codes, from counts
-    k = len(support)
-    tp = np.diag(cm).astype(float)
-    pred = cm.sum(axis=0).astype(float)
-    gold = support.astype(float)
-    denom = pred + gold
-    f1 = np.divide(2 * tp, denom, out=np.zeros(k), where=denom > 0)
-    present = gold > 0
-    return float(f1[present].mean()) if present.any() else 0.0
-
-
 def evaluate_scored(
     scored: Any,
     *,
@@ -203,11 +175,10 @@ def evaluate_scored(
     from pyspark.sql import functions as F
 
     scored = with_outcomes(scored) if "correct" not in scored.columns else scored
-    classified = F.col("stage") != "rule"
-    auto = classified & (
-        (F.col("stage") == "model") | (F.col("reason_code") == "evidence_complete")
-    )
-    deferred = F.col("stage").isin("policy", "fallback")
+    # the conditions of evaluation._stats.is_auto_routed and DEFERRED_STAGES, as columns
+    classified = F.col("stage") != RULE_STAGE
+    auto = classified & ((F.col("stage") == AUTO_STAGE) | (F.col("reason_code") == AUTO_REASON))
+    deferred = F.col("stage").isin(*DEFERRED_STAGES)
     scored_next = F.col("next_step_correct").isNotNull()
 
     tot = scored.agg(
@@ -248,15 +219,12 @@ def evaluate_scored(
             j = index.get(p["label"], -1) if p["label"] is not None else -1
             if j >= 0:
                 cm[t, j] += p["count"]
-        n_auto = int(tot["n_auto"])
         result = {
-            "accuracy": round(float(int(tot["n_correct"]) / n_cls), 6),
-            "macro_f1": round(_macro_f1(cm, support), 6),
-            "per_class": _per_class(cm, support, labs),
+            "accuracy": share(int(tot["n_correct"]), n_cls),
+            "macro_f1": round_metric(macro_f1_from_counts(np.diag(cm), cm.sum(axis=0), support)),
+            "per_class": per_class_from_confusion(cm, labs, support),
             "confusion": {"labels": labs, "matrix": cm.tolist()},
-            "coverage": _r(n_auto / n_cls),
-            "selective_precision": _r(int(tot["n_auto_correct"]) / n_auto) if n_auto else None,
-            "n_auto_routed": n_auto,
+            **selective_summary(n_cls, int(tot["n_auto"]), int(tot["n_auto_correct"])),
         }
     else:
         result = {"accuracy": None, "macro_f1": None, "coverage": None, "selective_precision": None}
@@ -264,7 +232,7 @@ def evaluate_scored(
     result["n_classified"] = n_cls
     n_next = int(tot["n_next"] or 0)
     if n_next:
-        result["next_step_accuracy"] = _r(int(tot["n_next_correct"]) / n_next)
+        result["next_step_accuracy"] = share(int(tot["n_next_correct"]), n_next)
         result["n_next_step"] = n_next
     else:
         result["next_step_accuracy"] = None
@@ -275,12 +243,12 @@ def evaluate_scored(
 
     result["decisions_by_stage"] = counts(scored, F.col("stage"))
     result["decisions_by_destination"] = counts(scored, F.col("destination"))
-    result["abstention_rate"] = _r(int(tot["n_deferred"]) / n) if n else None
+    result["abstention_rate"] = share(int(tot["n_deferred"]), n)
     result["abstentions_by_reason"] = counts(scored.where(deferred), F.col("reason_code"))
     rule_rows = (
         scored.where(~classified)
         .groupBy(
-            F.when(F.coalesce(F.col("rule_id"), F.lit("")) == "", F.lit(_DEFAULT_EXIT))
+            F.when(F.coalesce(F.col("rule_id"), F.lit("")) == "", F.lit(DEFAULT_EXIT))
             .otherwise(F.col("rule_id"))
             .alias("rule")
         )
@@ -298,7 +266,7 @@ def evaluate_scored(
             "fires": fires,
             "matches_gold": matches,
             "scored": scored_n,
-            "match_rate": _r(matches / scored_n) if scored_n else None,
+            "match_rate": share(matches, scored_n),
         }
     result["rules"] = rules
     result["mode"] = "router"

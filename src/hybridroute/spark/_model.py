@@ -1,24 +1,23 @@
 """The router as an MLflow pyfunc model, and as a Spark UDF over that model.
 
-A router bundle is logged with :func:`hybridroute.tracking.log_router_model` (the bundle
+A router bundle is logged with :func:`hybridroute.tracking.log_router_run` (the bundle
 travels as the model's artifact; MLflow loads it "from code", nothing pickled) and applied
-with ``mlflow.pyfunc.spark_udf``. With no tracking store given, the model goes to a fresh
-SQLite store in a temporary directory; on a cluster, give the URI of a tracking server (or
-any store whose artifacts the executors can read).
+with :func:`hybridroute.tracking.router_spark_udf` (``mlflow.pyfunc.spark_udf``): MLflow is
+reached only through the tracking layer. With no tracking store given, the model goes to a
+fresh SQLite store in a temporary directory; on a cluster, give the URI of a tracking
+server (or any store whose artifacts the executors can read).
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RESULT_TYPE", "LoggedRouter", "log_router", "router_udf", "use_tracking_uri"]
+from ..tracking import LoggedRouter, log_router_run, router_spark_udf
+
+__all__ = ["RESULT_TYPE", "LoggedRouter", "log_router", "router_udf"]
 
 #: What the UDF returns per row: the columns of ``RouterModel.predict`` that Spark needs.
 #: ``label`` is left out on purpose: MLflow casts a string struct field with ``str()``,
@@ -28,36 +27,6 @@ RESULT_TYPE = (
     "destination string, reason_code string, stage string, confidence double, "
     "snapshot_hash string, decision string"
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoggedRouter:
-    """Where a logged router lives: its model URI and the tracking store that resolves it."""
-
-    model_uri: str
-    tracking_uri: str
-    run_id: str | None = None
-
-
-@contextlib.contextmanager
-def use_tracking_uri(uri: str | None) -> Iterator[None]:
-    """Point MLflow at ``uri`` for the duration of the block, then restore what was there."""
-    import mlflow
-
-    if uri is None:
-        yield
-        return
-    was_set = mlflow.is_tracking_uri_set()
-    previous = mlflow.get_tracking_uri() if was_set else None
-    env_before = os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow.set_tracking_uri(uri)
-    try:
-        yield
-    finally:
-        # None unsets MLflow's global and its environment variable (typed str there)
-        mlflow.set_tracking_uri(previous)  # type: ignore[arg-type]
-        if env_before is not None:
-            os.environ["MLFLOW_TRACKING_URI"] = env_before
 
 
 def log_router(
@@ -83,32 +52,18 @@ def log_router(
     -------
     LoggedRouter
     """
-    from ..router import load_router
-
-    load_router(bundle_dir)  # a bad bundle fails here, with its path, not on an executor
-    quiet_mlflow()
-    import mlflow
-    from mlflow.tracking import MlflowClient
-
-    from ..tracking import log_router_model
-
     artifact_location = None
     if tracking_uri is None:
         root = Path(tempfile.mkdtemp(prefix="hybridroute-spark-mlflow-"))
         tracking_uri = f"sqlite:///{root / 'mlflow.db'}"
         artifact_location = (root / "artifacts").as_uri()
-    with use_tracking_uri(tracking_uri):
-        client = MlflowClient(tracking_uri)
-        found = client.get_experiment_by_name(experiment)
-        exp_id = (
-            found.experiment_id
-            if found is not None
-            else client.create_experiment(experiment, artifact_location=artifact_location)
-        )
-        with mlflow.start_run(experiment_id=exp_id, run_name=run_name) as run:
-            info = log_router_model(bundle_dir)
-            run_id = run.info.run_id
-    return LoggedRouter(model_uri=info.model_uri, tracking_uri=tracking_uri, run_id=run_id)
+    return log_router_run(
+        bundle_dir,
+        tracking_uri=tracking_uri,
+        experiment=experiment,
+        run_name=run_name,
+        artifact_location=artifact_location,
+    )
 
 
 def router_udf(
@@ -125,30 +80,10 @@ def router_udf(
     hybridroute installed; ``"virtualenv"`` / ``"uv"`` / ``"conda"`` rebuild the logged
     environment on each executor instead.
     """
-    quiet_mlflow()
-    import mlflow.pyfunc
-
-    # MLflow warns on every env_manager="local" UDF that it does not rebuild the logged
-    # environment; here that is the documented choice, so keep the log to errors.
-    pyfunc_log = logging.getLogger("mlflow.pyfunc")
-    level = pyfunc_log.level
-    pyfunc_log.setLevel(logging.ERROR)
-    try:
-        with use_tracking_uri(tracking_uri):
-            return mlflow.pyfunc.spark_udf(
-                spark, model_uri, result_type=RESULT_TYPE, env_manager=env_manager
-            )
-    finally:
-        pyfunc_log.setLevel(level)
-
-
-def quiet_mlflow() -> None:
-    """Offline-safe MLflow defaults, and no progress bars when artifacts are copied."""
-    from .._offline import apply_offline_defaults
-
-    apply_offline_defaults()
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    import mlflow  # noqa: F401 - configures its loggers on import; set the level after
-
-    # MLflow's INFO lines ("Creating initial MLflow database tables") are noise here
-    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    return router_spark_udf(
+        spark,
+        model_uri,
+        result_type=RESULT_TYPE,
+        tracking_uri=tracking_uri,
+        env_manager=env_manager,
+    )

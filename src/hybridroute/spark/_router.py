@@ -7,7 +7,7 @@ from typing import Any
 
 from ._evaluate import SparkEvaluation, evaluate_scored, with_outcomes
 from ._frames import dataset_items, prepare_items
-from ._model import log_router, quiet_mlflow, router_udf, use_tracking_uri
+from ._model import log_router, router_udf
 from ._replay import read_decision_log, replay_records
 
 __all__ = ["SparkRouter"]
@@ -72,13 +72,9 @@ class SparkRouter:
     def router(self) -> Any:
         """The :class:`~hybridroute.router.HybridRouter` inside the model, loaded on the driver."""
         if self._router is None:
-            quiet_mlflow()
-            import mlflow.pyfunc
+            from ..tracking import load_router_model
 
-            with use_tracking_uri(self.tracking_uri):
-                model = mlflow.pyfunc.load_model(self.model_uri)
-            # RouterModel keeps the loaded bundle in _router (same package family)
-            self._router = model.unwrap_python_model()._router
+            self._router = load_router_model(self.model_uri, tracking_uri=self.tracking_uri)
         return self._router
 
     @property

@@ -7,10 +7,11 @@ helper.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,23 @@ def _log4j2_file() -> Path:
     if not path.is_file() or path.read_text(encoding="utf-8") != _LOG4J2:
         path.write_text(_LOG4J2, encoding="utf-8")
     return path
+
+
+@contextlib.contextmanager
+def _workers_run_this_python() -> Iterator[None]:
+    """``PYSPARK_PYTHON`` = this interpreter while the session starts, unless the user set it.
+
+    The SparkContext reads it once, when it starts, as the Python its workers run; it is
+    put back afterwards so that the host's environment is left as it was.
+    """
+    if "PYSPARK_PYTHON" in os.environ:
+        yield
+        return
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    try:
+        yield
+    finally:
+        os.environ.pop("PYSPARK_PYTHON", None)
 
 
 def local_session(
@@ -60,7 +78,8 @@ def local_session(
         ``spark.sql.shuffle.partitions``; the aggregations here are small, and Spark's
         default of 200 only adds task overhead on a laptop.
     quiet : bool
-        Keep Spark's log to errors and turn the web UI off.
+        Keep Spark's log to errors and turn the web UI off (for a session started here;
+        a running session is returned as it is).
     conf : mapping, optional
         Further Spark settings; they win over the ones above.
 
@@ -70,8 +89,9 @@ def local_session(
 
     Notes
     -----
-    Python workers run the interpreter that runs this code (``PYSPARK_PYTHON`` defaults
-    to ``sys.executable``), so they see the same installed hybridroute and MLflow.
+    Python workers run the interpreter that runs this code (unless ``PYSPARK_PYTHON``
+    names another), so they see the same installed hybridroute and MLflow; the
+    environment is left as it was.
     If a session is already running, Spark returns it and ignores JVM-level settings.
     """
     try:
@@ -81,8 +101,6 @@ def local_session(
             "hybridroute.spark needs pyspark: pip install 'hybridroute[spark]' (and Java 17)"
         ) from exc
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     settings: dict[str, str] = {
         "spark.driver.memory": driver_memory,
         "spark.sql.shuffle.partitions": str(int(shuffle_partitions)),
@@ -103,7 +121,10 @@ def local_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    if quiet:
+    running = SparkSession.getActiveSession() is not None
+    with _workers_run_this_python():
+        spark = builder.getOrCreate()
+    if quiet and not running:
+        # only a session started here: a running one keeps the log level its owner chose
         spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -13,15 +13,24 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
-from mlflow.pyfunc import PythonModel
+import pandas as pd
+from mlflow.pyfunc import PythonModel, PythonModelContext
 
 from .._version import __version__
 
-__all__ = ["OUTPUT_COLUMNS", "RouterModel", "frame_to_items", "log_router_model"]
+__all__ = [
+    "OUTPUT_COLUMNS",
+    "RouterModel",
+    "frame_to_items",
+    "input_example",
+    "log_router_model",
+    "router_signature",
+]
 
 OUTPUT_COLUMNS = (
     "destination",
@@ -33,6 +42,20 @@ OUTPUT_COLUMNS = (
     "decision",
 )
 _RESERVED = {"text", "facts", "id", "evidence"}
+
+
+def input_example() -> pd.DataFrame:
+    """The input example logged with a router model: one item, no facts.
+
+    MLflow checks it against the signature and routes it through the logged model (loaded
+    as a model server would load it) while logging, so a model that cannot load or route
+    is reported then.
+    """
+    # The column index is built with object dtype: MLflow compares it with a ``range``,
+    # which pandas 3 deprecates (and warns about) for its default string index.
+    return pd.DataFrame(
+        {"text": ["hello"], "facts": ["{}"]}, columns=pd.Index(["text", "facts"], dtype=object)
+    )
 
 
 def _is_missing(v: Any) -> bool:
@@ -65,16 +88,28 @@ def frame_to_items(frame: Any, fact_names: Any = None) -> list[dict[str, Any]]:
 class RouterModel(PythonModel):
     """pyfunc wrapper: loads the router bundle artifact and routes DataFrames."""
 
-    def load_context(self, context: Any) -> None:
+    def load_context(self, context: PythonModelContext) -> None:
         from ..router import load_router
 
         self._router = load_router(context.artifacts["router"])
 
-    # No type hints here on purpose: MLflow derives a schema from them and warns on Any.
-    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
-        """Route every row of ``model_input``; one output row per input row."""
-        import pandas as pd
+    @property
+    def router(self) -> Any:
+        """The :class:`~hybridroute.router.HybridRouter` this model loaded from its bundle."""
+        return self._router
 
+    # The input is hinted ``pd.DataFrame``: MLflow reads the hint when the class is
+    # defined, and a DataFrame is a hint it validates nothing against and infers no
+    # signature from (mlflow.types.type_hints.type_hints_no_signature_inference), so the
+    # frame reaches predict as it was given -- a ``facts`` column or one column per fact,
+    # whatever the router declares. Without a hint MLflow warns on every import.
+    def predict(
+        self,
+        context: PythonModelContext,
+        model_input: pd.DataFrame,
+        params: dict[str, Any] | None = None,
+    ) -> pd.DataFrame:
+        """Route every row of ``model_input``; one output row per input row."""
         router = self._router
         items = frame_to_items(model_input, set(router.rules.schema.names))
         decisions = router.route_many(items)
@@ -94,14 +129,55 @@ class RouterModel(PythonModel):
         )
 
 
-def log_router_model(bundle_dir: str | Path, *, name: str = "router") -> Any:
-    """Log a router bundle as a pyfunc model in the active MLflow run; returns the model info."""
+def router_signature(router: Any) -> Any:
+    """The model signature of a logged router: what :meth:`RouterModel.predict` takes.
+
+    Every input column is optional and of MLflow's ``any`` type, so the signature accepts
+    what ``predict`` always accepted -- ``text`` with a ``facts`` column (mappings or JSON
+    strings) or with one column per fact the router declares (all listed here, by name),
+    plus ``id`` / ``evidence`` -- and checks nothing MLflow cannot check about a fact's
+    value (the router's own fact schema does that). A column not listed is dropped by
+    MLflow, with its warning, as ``predict`` would ignore it. The outputs are the
+    :data:`OUTPUT_COLUMNS`.
+    """
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, DataType, Schema
+    from mlflow.types.schema import AnyType
+
+    names = ["text", "facts", "id", "evidence", *router.rules.schema.names]
+    inputs = Schema([ColSpec(AnyType(), name, required=False) for name in dict.fromkeys(names)])
+    types = {"confidence": DataType.double}
+    outputs = Schema(
+        [
+            ColSpec(types.get(col, DataType.string), col, required=col not in ("label",))
+            for col in OUTPUT_COLUMNS
+        ]
+    )
+    return ModelSignature(inputs=inputs, outputs=outputs)
+
+
+def log_router_model(bundle_dir: str | os.PathLike[str], *, name: str = "router") -> Any:
+    """Log a router bundle as a pyfunc model in the active MLflow run; returns the model info.
+
+    The bundle is verified against its manifest first (a bad one raises
+    :class:`~hybridroute.exceptions.ArtifactError`); the model's signature is
+    :func:`router_signature`.
+    """
+    from ..router import load_router
+
+    return _log_router_model(bundle_dir, load_router(bundle_dir), name=name)
+
+
+def _log_router_model(bundle_dir: str | os.PathLike[str], router: Any, *, name: str) -> Any:
     # "models from code": MLflow loads the model by running _router_model.py, so nothing
-    # pickled travels with it.
+    # pickled travels with it. The signature is declared because MLflow cannot infer one
+    # from a DataFrame hint (and warns when it has none).
     code = Path(__file__).with_name("_router_model.py")
     return mlflow.pyfunc.log_model(
         name=name,
         python_model=str(code),
         artifacts={"router": str(bundle_dir)},
         pip_requirements=[f"hybridroute=={__version__}"],
+        signature=router_signature(router),
+        input_example=input_example(),
     )

@@ -49,8 +49,6 @@ def log_evaluation(
             tracker.log_artifacts(report_dir, "evaluation")
         if policy_path is not None:
             tracker.log_artifact(policy_path, "policy")
-        if router_bundle is not None and tracker.enabled:
-            from ._pyfunc import log_router_model
-
-            tracker._call("log_router_model", log_router_model, router_bundle)
+        if router_bundle is not None:
+            tracker.log_router_model(router_bundle)
         return run_id

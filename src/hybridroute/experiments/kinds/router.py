@@ -7,7 +7,9 @@ The local classifier is trained (seeded) on the ``train`` role and scores the
 :func:`~hybridroute.evaluation.evaluate_router` scores it on the ``test`` role. One row
 per policy: intent accuracy with its bootstrap 95% interval (items the classifier saw),
 coverage and selective precision of the auto-routed items, next-step accuracy against
-the gold next steps (with its interval), and decisions by stage.
+the gold next steps (with its interval), and decisions by stage (rule / model / policy /
+fallback, explained in a note under the table, as are the counts each rate is over and any
+fallbacks by cause).
 
 Spec fields::
 
@@ -47,6 +49,12 @@ OBJECTIVES = ("precision", "empirical", "coverage", "cost", "three-way", "oos")
 CALIBRATORS = ("temperature", "isotonic", "none")
 FALLBACKS = ("human_review", "ask_user")
 STAGES = ("rule", "model", "policy", "fallback")
+#: One short line on what the stages are, under the table that shows them.
+STAGES_NOTE = (
+    "Decisions by stage (last column): rule = a rule decided from the facts; model = auto-routed; policy = held back "
+    "(ask the user, human review, out of scope) or answered on complete evidence; fallback = "
+    "the classifier failed or abstained."
+)
 _FRACTION_KEYS = ("target", "delta", "ask_target", "precision_target")
 _POLICY_KEYS = (
     "label",
@@ -120,10 +128,10 @@ class RouterExperiment(ExperimentKind):
         ),
         Column(
             "stages",
-            "decisions by stage",
+            " / ".join(STAGES),
             "metric",
             "parts",
-            "rule / model / policy / fallback",
+            "decisions by stage: " + " / ".join(STAGES),
             parts=tuple(f"stage_{s}" for s in STAGES),
         ),
     )
@@ -234,6 +242,9 @@ class RouterExperiment(ExperimentKind):
         classes = [str(c) for c in clf.classes_]
         oos_label = ds.oos_label if ds.oos_label in set(calibration.y) | set(classes) else None
         rows, labels, artifacts = [], [], []
+        # rules read facts only: every policy's evaluation classifies the same test items
+        counted: dict[str, Any] = {"n_classified": None, "n_next_step": 0}
+        fallbacks: list[str] = []
         for i, pol in enumerate(st["policies"]):
             args = {k: v for k, v in pol.items() if k != "label"}
             provenance = {
@@ -287,6 +298,12 @@ class RouterExperiment(ExperimentKind):
                 **{f"stage_{s}": int(stages.get(s, 0)) for s in STAGES},
             }
             rows.append({k: rounded(v) for k, v in row.items()})
+            counted.update(
+                n_classified=ev.get("n_classified"), n_next_step=ev.get("n_next_step") or 0
+            )
+            if ev.get("fallbacks_by_cause"):
+                causes = ", ".join(f"{k} {v}" for k, v in ev["fallbacks_by_cause"].items())
+                fallbacks.append(f"{pol['label']}: {causes}")
             labels.append(pol["label"])
             artifacts.append(
                 {
@@ -298,11 +315,16 @@ class RouterExperiment(ExperimentKind):
                 progress(f"policy {pol['label']}", i + 2, total)
         notes = [
             f"Trained on {len(train)} {'+'.join(self.spec.splits['train'])} rows; policies fitted on "
-            f"{len(calibration)} calibration rows; evaluated on {len(test)} test rows "
+            f"{len(calibration)} calibration rows (a share fits each policy's calibrator, the "
+            f"rest its thresholds: sizes in its policy.json); evaluated on {len(test)} test rows "
             f"({st['n_boot']} bootstrap resamples for the intervals).",
-            "Accuracy, coverage and selective precision cover the items no rule decided; next-step accuracy "
-            "covers every item with a gold next step.",
+            f"Accuracy, coverage and selective precision cover the {counted['n_classified']} test "
+            "items no rule decided (the classifier ranked them); next-step accuracy covers the "
+            f"{counted['n_next_step']} with a gold next step.",
+            STAGES_NOTE,
         ]
+        if fallbacks:
+            notes.append("Fallbacks by cause: " + "; ".join(fallbacks) + ".")
         summary = {"n_train": len(train), "n_calibration": len(calibration), "n_test": len(test)}
         info = {
             "dataset": ds.name,
