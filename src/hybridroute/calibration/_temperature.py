@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import optimize
 
+from .._logits import fit_logit_scale, mean_log_loss, softmax
 from ._base import _Estimator, as_class_index, as_proba
 
 __all__ = ["TemperatureScaling"]
@@ -18,19 +18,6 @@ _EPS = 1e-12
 
 def _log_proba(proba: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(proba, _EPS))  # (np.clip is several times slower on small arrays)
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def _nll(logits: np.ndarray, y: np.ndarray, beta: float) -> float:
-    z = beta * logits
-    z = z - z.max(axis=1, keepdims=True)
-    lse = np.log(np.exp(z).sum(axis=1))
-    return float(np.mean(lse - z[np.arange(len(y)), y]))
 
 
 class TemperatureScaling(_Estimator):
@@ -72,17 +59,14 @@ class TemperatureScaling(_Estimator):
         if not (0 < lo < hi and math.isfinite(hi)):
             raise ValueError(f"bounds must be 0 < low < high, got {self.bounds!r}")
         logits = _log_proba(p)
-        res = optimize.minimize_scalar(
-            lambda lb: _nll(logits, yy, math.exp(lb)),
-            bounds=(math.log(1.0 / hi), math.log(1.0 / lo)),
-            method="bounded",
-            options={"xatol": 1e-7},
+        # the one logit-scale fit (hybridroute._logits), shared with the embedding head
+        beta, nll_after = fit_logit_scale(
+            logits, yy, log_bounds=(math.log(1.0 / hi), math.log(1.0 / lo)), xatol=1e-7
         )
-        beta = math.exp(float(res.x))
         self.temperature_ = 1.0 / beta
         self.n_classes_ = p.shape[1]
-        self.nll_before_ = _nll(logits, yy, 1.0)
-        self.nll_after_ = _nll(logits, yy, beta)
+        self.nll_before_ = mean_log_loss(logits, yy)
+        self.nll_after_ = nll_after
         return self
 
     def transform(self, proba: Any) -> np.ndarray:
@@ -103,4 +87,4 @@ class TemperatureScaling(_Estimator):
 
 def apply_temperature(proba: np.ndarray, temperature: float) -> np.ndarray:
     """``softmax(log(proba) / temperature)`` row-wise."""
-    return _softmax(_log_proba(np.asarray(proba, dtype=float)) / float(temperature))
+    return softmax(_log_proba(np.asarray(proba, dtype=float)) / float(temperature))
