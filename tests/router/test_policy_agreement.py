@@ -33,6 +33,9 @@ RANKINGS = {
     "g": (("refund_request", "out_of_scope"), (0.85, 0.1)),
     "h": (("order_status", "refund_request"), (0.99, 0.005)),
     "i": (("shipping_change", "refund_request"), (0.3, 0.28)),
+    # the completed row gives the unranked labels more mass than the named one
+    "j": (("refund_request",), (0.2,)),
+    "k": (("shipping_change", "order_status"), (0.25, 0.05)),
 }
 
 
@@ -97,3 +100,18 @@ def test_a_partial_ranking_is_routed_as_policy_apply_scores_it(rules, calibrator
             assert decision.reason_code == outcome.reason_code
         reasons.add(outcome.reason_code)
     assert len(reasons) >= 2  # not vacuous
+
+
+@pytest.mark.parametrize("text", ["j", "k"])
+@pytest.mark.parametrize("calibrator", ["none", "isotonic"])
+def test_the_router_judges_the_label_the_classifier_named(rules, calibrator, text) -> None:
+    """Completing a partial ranking must not hand the decision to a label never named."""
+    router = HybridRouter(
+        rules=rules,
+        classifier=PartialRanker(),
+        policy=_policy(calibrator, "auto"),
+        oos_label="out_of_scope",
+    )
+    d = router.route({}, text)
+    assert d.label == RANKINGS[text][0][0]
+    assert d.margin is not None and d.margin < 0  # the runner-up got more mass

@@ -535,12 +535,17 @@ class Policy:
         return p / p.sum(axis=1, keepdims=True)
 
     def apply_proba(
-        self, proba: Any, oos_scores: Sequence[float] | None = None
+        self,
+        proba: Any,
+        oos_scores: Sequence[float] | None = None,
+        *,
+        top: Sequence[int] | None = None,
     ) -> list[PolicyOutcome]:
         """Outcomes for a probability matrix whose columns follow ``classes``.
 
-        Each row's label is its best column. :meth:`apply` goes through the same scoring
-        (one row built from the ranking), so both give the same outcome for the same scores.
+        Each row's label is its best column, or the column ``top`` names. :meth:`apply` goes
+        through the same scoring (one row built from the ranking), so both give the same
+        outcome for the same scores.
 
         Parameters
         ----------
@@ -548,9 +553,22 @@ class Policy:
             Raw classifier probabilities (rows are normalised before calibration).
         oos_scores : sequence of float, optional
             One per row; needed when the policy's out-of-scope score is ``external``.
+        top : sequence of int, optional
+            The column of each row's label, when the classifier named it (the first label
+            of its ranking): a row completed from a partial ranking can give an unranked
+            label more mass than the named one, and the policy must judge the named label,
+            never one the classifier did not give. Default: each row's best column.
         """
         raw = as_proba(proba)
-        return self._outcomes(raw, raw.argmax(axis=1), oos_scores)
+        if top is None:
+            cols = raw.argmax(axis=1)
+        else:
+            cols = np.asarray(top, dtype=int)
+            if cols.shape != (len(raw),) or (
+                len(cols) and (cols.min() < 0 or cols.max() >= raw.shape[1])
+            ):
+                raise ValueError(f"top must give one column in [0, {raw.shape[1]}) per row")
+        return self._outcomes(raw, cols, oos_scores)
 
     def _outcomes(
         self, raw: np.ndarray, top: np.ndarray, oos_scores: Sequence[float] | None

@@ -86,6 +86,8 @@ class _Scored:
     abstain_reason: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     error: dict[str, str] | None = None  # a caught exception: {"type", "message"[, "in"]}
+    #: the column of the label the classifier named first (None: the row's best column)
+    top: int | None = None
 
 
 _RULE = Stage.RULE.value
@@ -394,6 +396,7 @@ class HybridRouter:
             labels=tuple(ranked.labels),
             scores=tuple(float(x) for x in ranked.scores),
             usage=dict(ranked.usage or {}),
+            top=index[ranked.labels[0]],
         )
 
     def _fallback(self, prepared: dict[str, Any], reason: str, detail: dict[str, Any]) -> Decision:
@@ -413,15 +416,19 @@ class HybridRouter:
         """Set ``decision`` on each prepared item from its scores, through the policy."""
         ok: list[int] = []
         ok_rows: list[np.ndarray] = []
+        tops: list[int] = []
         for i, sc in enumerate(scored):
             if sc.row is not None:
                 ok.append(i)
                 ok_rows.append(sc.row)
+                # the label the classifier named first: a row completed from a partial
+                # ranking may give an unranked label more mass, and that label was never said
+                tops.append(int(sc.row.argmax()) if sc.top is None else sc.top)
         outcomes: dict[int, Any] = {}
         if ok:
             try:
                 rows = ok_rows[0][None, :] if len(ok_rows) == 1 else np.vstack(ok_rows)
-                for i, o in zip(ok, self.policy.apply_proba(rows), strict=True):
+                for i, o in zip(ok, self.policy.apply_proba(rows, top=tops), strict=True):
                     outcomes[i] = o
             except (ValueError, UndeclaredValueError) as exc:
                 if self.strict:
