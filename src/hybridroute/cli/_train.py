@@ -376,16 +376,13 @@ def train(
 ) -> None:
     """Fit a classifier on a labelled set, report test accuracy, save it to ``--out``."""
     from ..datasets import load_dataset
-    from ..exceptions import ArtifactError
+    from ._outputs import refuse_existing_output
 
     if not 0.0 <= calibration_fraction < 1.0:
         raise click.BadParameter("must be in [0, 1)", param_hint="--calibration-fraction")
     grid = _parse_cs(cs)
     _available(classifier)
-    if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
-        raise ArtifactError(
-            "exists and is not empty; choose a new directory or pass --force", path=str(out)
-        )
+    refuse_existing_output(out, force=force)
 
     options: dict[str, Any] = {}
     if data_dir is not None:
