@@ -212,7 +212,42 @@ class HybridRouter:
         *,
         evidence: Mapping[str, Any] | None = None,
     ) -> Decision:
-        """Route one item."""
+        """Route one item.
+
+        Parameters
+        ----------
+        facts : mapping or None
+            The item's structured facts, checked against the rule set's schema (defaults
+            filled in); ``None`` is no facts.
+        text : str or None, default None
+            The text to classify when no rule fires. ``None`` or a blank text leaves the
+            item to the rules: the rule set's default exit decides if none fires. At most
+            :attr:`max_text_chars` characters, valid Unicode, no NUL.
+        evidence : mapping or None, default None
+            ``{"required_points": [...], "items": [...]}`` (items as
+            :class:`~hybridroute.calibration.EvidenceItem` or mappings). When the policy
+            has evidence thresholds, an item the policy auto-routes goes to ``answer``
+            (reason ``evidence_complete``) instead of its label's destination if the
+            evidence covers every required point. Recorded in the snapshot.
+
+        Returns
+        -------
+        Decision
+            Of stage ``rule``, ``model``, ``policy`` or ``fallback``. A classifier that
+            raises or abstains gives a ``fallback`` decision (its exception's type and
+            message in ``detail["error"]``), unless the router is ``strict``.
+
+        Raises
+        ------
+        FactsError
+            If the facts break the schema, a rule cannot be evaluated, or ``evidence`` is
+            malformed.
+        InputError
+            If ``text`` is not a string, too long, or holds NUL or a lone surrogate.
+        ClassifierError
+            With ``strict=True``, when the classifier abstains (its own exceptions then
+            propagate unchanged).
+        """
         prepared = self._prepare({"facts": facts, "text": text, "evidence": evidence})
         if prepared["decision"] is None:
             self._decide([prepared], self._score([prepared["text"]]))
@@ -234,7 +269,30 @@ class HybridRouter:
         *,
         evidence: Mapping[str, Any] | None = None,
     ) -> Decision:
-        """Async :meth:`route` (the classifier runs off the event loop, or natively async)."""
+        """Async :meth:`route` (the classifier runs off the event loop, or natively async).
+
+        A classifier with an ``arank`` coroutine is awaited on the caller's loop; any other
+        runs in a worker thread.
+
+        Parameters
+        ----------
+        facts : mapping or None
+            The item's structured facts, checked against the rule set's schema.
+        text : str or None, default None
+            The text to classify when no rule fires (see :meth:`route`).
+        evidence : mapping or None, default None
+            ``{"required_points": [...], "items": [...]}`` (see :meth:`route`).
+
+        Returns
+        -------
+        Decision
+            As :meth:`route` returns, with the same fallbacks.
+
+        Raises
+        ------
+        FactsError, InputError, ClassifierError
+            As :meth:`route` raises.
+        """
         return (await self.aroute_many([{"facts": facts, "text": text, "evidence": evidence}]))[0]
 
     async def aroute_many(self, items: Iterable[RouteItem]) -> list[Decision]:
@@ -396,7 +454,9 @@ class HybridRouter:
             labels=tuple(ranked.labels),
             scores=tuple(float(x) for x in ranked.scores),
             usage=dict(ranked.usage or {}),
-            top=index[ranked.labels[0]],
+            # the best label the classifier gave (a ranking's first; a recorded full row,
+            # in class order, its highest score): never one it did not name
+            top=index[ranked.labels[_first_max(ranked.scores)]],
         )
 
     def _fallback(self, prepared: dict[str, Any], reason: str, detail: dict[str, Any]) -> Decision:
@@ -593,6 +653,15 @@ def _failed(exc: BaseException, n: int) -> list[_Scored]:
     """``n`` abstentions for one caught classifier exception (its reason code and detail)."""
     error = _error_detail(exc)
     return [_Scored(abstain_reason=_failure_code(exc), error=error) for _ in range(n)]
+
+
+def _first_max(scores: Sequence[float]) -> int:
+    """Index of the first highest score."""
+    best = 0
+    for i in range(1, len(scores)):
+        if scores[i] > scores[best]:
+            best = i
+    return best
 
 
 def _cause(reason: str, error: Mapping[str, str] | None) -> str:
