@@ -132,6 +132,30 @@ def _support_bench_dataset(mod: ModuleType) -> Any:
     )
 
 
+#: How long loading a public set (and its fingerprint) may take; a timed test until issue 16.
+LOAD_TARGET_S = 2.0
+
+
+def _load_row(name: str, ctx: Context) -> Row:
+    """Loading a public set from the data directory: read, every row validated, fingerprint."""
+    from hybridroute.datasets import load_dataset
+
+    t0 = time.perf_counter()
+    ds = load_dataset(name, data_dir=ctx.data_dir, download=False)
+    _ = ds.fingerprint
+    seconds = time.perf_counter() - t0
+    return Row(
+        "classifiers",
+        f"classifiers.{name}.load_s",
+        f"{name}: load + fingerprint",
+        seconds,
+        "s",
+        LOAD_TARGET_S,
+        "target",
+        notes=f"{len(ds):,} rows read and validated from the data directory, then fingerprinted",
+    )
+
+
 def _classifiers(mod: ModuleType, ctx: Context) -> BenchResult:
     s = ctx.size("classifiers")
     datasets = [d.strip() for d in str(s["datasets"]).split(",") if d.strip()]
@@ -159,6 +183,7 @@ def _classifiers(mod: ModuleType, ctx: Context) -> BenchResult:
                 )
             )
         else:
+            out.rows += [_load_row(name, ctx) for name in public]
             argv = ["--json", "--datasets", ",".join(public), "--data-dir", str(ctx.data_dir)]
             argv += ["--latency-texts", str(s["latency_texts"]), "--repeats", str(s["repeats"])]
             if s.get("families"):

@@ -8,28 +8,35 @@ undeclared fact column) stay with the loaders.
 
 Each check raises :class:`RowProblem` (the column as the user wrote it, and why); the
 caller turns it into a :class:`~hybridroute.exceptions.DatasetError` naming file and row,
-or into a skipped row.
+or into a skipped row. A fact value is checked against its declaration in a facts schema
+(type, ``enum``, ``min`` / ``max``, required) by :func:`check_fact_value`, which returns
+the reason instead (the loaders check a whole column before they raise).
 
 A neutral leaf: it imports only :mod:`hybridroute._safeio`, :mod:`hybridroute._csv` and
-:mod:`hybridroute.exceptions`, so the datasets package and the evaluation package (which
-may not import each other) can both import it.
+:mod:`hybridroute.exceptions` (a :class:`~hybridroute.contracts.FactSpec` is only read),
+so the datasets package and the evaluation package (which may not import each other) can
+both import it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._csv import json_kind, parse_csv_cell
 from ._safeio import describe_bad_char, first_bad_string, parse_json
-from .exceptions import InputError
+from .exceptions import FactsError, InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._facts import FactSchema, FactSpec
 
 __all__ = [
     "ANNOTATION_COLUMNS",
     "CORE_COLUMNS",
     "DEFAULT_MAX_TEXT_CHARS",
     "FACTS_KEY",
+    "REQUIRED_MISSING",
     "RESERVED_COLUMNS",
     "SPLIT_ALIASES",
     "SPLIT_ORDER",
@@ -37,8 +44,14 @@ __all__ = [
     "check_chars",
     "check_csv_cell",
     "check_deep",
+    "check_fact_value",
+    "first_missing_required",
+    "has_bad_bytes",
     "json_facts",
+    "kind_ok",
     "known_splits_hint",
+    "missing_required",
+    "name_list",
     "normalise_split",
     "read_annotation",
     "read_id",
@@ -108,6 +121,12 @@ def short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def has_bad_bytes(value: str) -> bool:
+    """Whether ``value`` carries bytes that were not valid UTF-8 (read with
+    ``surrogateescape``, they are lone surrogates ``\\udc80``-``\\udcff``)."""
+    return _UNDECODED_RE.search(value) is not None
+
+
 def check_chars(column: str | None, what: str, value: str) -> None:
     """Refuse a string holding NUL, or bytes that were not UTF-8 (kept as surrogates).
 
@@ -118,7 +137,7 @@ def check_chars(column: str | None, what: str, value: str) -> None:
     problem = describe_bad_char(value)
     if problem is None:
         return
-    if "\x00" not in value and _UNDECODED_RE.search(value) is not None:
+    if "\x00" not in value and has_bad_bytes(value):
         raise RowProblem(column, f"{what} {_BAD_BYTES}")
     raise RowProblem(column, f"{what} {problem}")
 
@@ -300,3 +319,100 @@ def json_facts(rec: Mapping[str, Any], skip: Collection[str]) -> dict[str, Any]:
         if isinstance(v, str) and not v.strip():
             facts[k] = None  # an empty fact is an absent one, as in a CSV cell
     return facts
+
+
+# --------------------------------------------------------------------------- facts
+
+
+def name_list(names: Sequence[str], limit: int = 12) -> str:
+    """``"a, b, c"`` (the first ``limit`` names, then how many in all), or ``"none"``."""
+    if not names:
+        return "none"
+    more = "" if len(names) <= limit else f", ... ({len(names)} in all)"
+    return ", ".join(names[:limit]) + more
+
+
+def kind_ok(expected: str, kind: str) -> bool:
+    """Whether a value of JSON kind ``kind`` (:func:`~hybridroute._csv.json_kind`) may stand
+    in a column of kind ``expected``: the same kind, an absent value, or an integer where
+    numbers are expected."""
+    return kind == "null" or kind == expected or (expected == "number" and kind == "int")
+
+
+#: The JSON kind (:func:`json_kind`) of the values of each list fact type.
+_LIST_TYPES = {"list[str]": "list", "list[number]": "list"}
+#: The reason a required fact (one the schema gives no default) is refused when absent.
+REQUIRED_MISSING = "a required fact is missing (the facts schema gives it no default)"
+
+
+def check_fact_value(
+    spec: FactSpec, kind: str, value: Any, shown: Any, *, required: bool = False
+) -> tuple[Any, str | None]:
+    """One fact value of a labelled row checked against its declaration.
+
+    The one fact check of labelled rows: the loaders, :meth:`~hybridroute.datasets.
+    LabelledSet.check_facts` and :class:`~hybridroute.evaluation.LabelledStream` all
+    check facts here, so a value one refuses the others refuse with the same words
+    (declared type, ``enum``, ``min`` / ``max``, a required fact left out).
+
+    Parameters
+    ----------
+    spec : FactSpec
+        The fact's declaration (:class:`~hybridroute.contracts.FactSpec`).
+    kind : str
+        The value's :func:`~hybridroute._csv.json_kind`.
+    value : object
+        The value as read; ``None`` for an absent fact (an empty cell, a missing key,
+        ``null``).
+    shown : object
+        What the message quotes (the CSV cell as written).
+    required : bool, default False
+        Whether the fact must be present (a schema fact without a default). An absent
+        fact that is not required is fine: a routed row would take the default.
+
+    Returns
+    -------
+    tuple
+        ``(value, None)`` with the value as the set keeps it (canonical: ``1.0`` of a
+        ``number`` fact is ``1``, lists are lists), or ``(None, reason)``.
+    """
+    if value is None:
+        return None, (REQUIRED_MISSING if required else None)
+    try:
+        out = spec.check(value)
+    except FactsError as exc:
+        if not kind_ok(_LIST_TYPES.get(spec.type, spec.type), kind):
+            return None, f"expected {spec.type}, got {kind} {short(shown)}"
+        text, prefix = str(exc), f"fact {spec.name!r}: "
+        return None, text[len(prefix) :] if text.startswith(prefix) else text
+    if isinstance(out, tuple):
+        return list(value), None
+    if isinstance(out, Mapping):
+        return value, None  # the object as read (the check's copy is read-only)
+    return out, None
+
+
+def missing_required(schema: FactSchema, fact_cols: Sequence[str]) -> list[tuple[str, str]]:
+    """``(fact, reason)`` for each required fact of ``schema`` (no default) that is not
+    among ``fact_cols``: no row of the set could be routed."""
+    return [
+        (
+            spec.name,
+            "a required fact (the facts schema gives it no default) is not a fact column "
+            f"(fact columns: {name_list(fact_cols)})",
+        )
+        for spec in schema.specs
+        if spec.required and spec.name not in fact_cols
+    ]
+
+
+def first_missing_required(schema: FactSchema, fact_cols: Sequence[str]) -> tuple[str, str] | None:
+    """``(fact, reason)`` for the first required fact of ``schema`` that is no fact column
+    (the reason naming the others too), or ``None``: a file without it is refused whole."""
+    missing = missing_required(schema, fact_cols)
+    if not missing:
+        return None
+    column, reason = missing[0]
+    if len(missing) > 1:
+        reason += f"; nor are {', '.join(repr(c) for c, _ in missing[1:])}"
+    return column, reason

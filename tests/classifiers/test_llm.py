@@ -24,7 +24,7 @@ from hybridroute.classifiers import (
     RetrySettings,
     load_classifier,
 )
-from hybridroute.classifiers._llm import LLMItemResult, configure_from_cli
+from hybridroute.classifiers._llm import LLMItemResult, fit_llm
 from hybridroute.classifiers._llm_confidence import (
     CONFIDENCE_METHODS,
     SelfConsistency,
@@ -33,8 +33,6 @@ from hybridroute.classifiers._llm_confidence import (
 from hybridroute.classifiers._retry import Answered
 from hybridroute.exceptions import NotFittedError, SpecError, UserInputError
 from hybridroute.testing import EXCLUSIVE_FAULTS, LabelMapPolicy, StandInLLM, StandInProcess
-
-pytestmark = pytest.mark.filterwarnings("ignore:Items? .* using the `ReadOnly` qualifier")
 
 LABELS = ["card_arrival", "refund", "top_up"]
 TRAIN = {
@@ -374,29 +372,29 @@ def test_a_process_that_asked_the_llm_exits_cleanly():
 
 
 def test_sync_batches_reuse_the_seams_clients(server):
-    from hybridroute.classifiers._llm import _BackgroundLoop
+    from hybridroute.classifiers._llm_loop import BackgroundLoop
 
     clf = fitted(server)
     clf.classify(["where is my card"])
-    shared = _BackgroundLoop._clients
+    shared = BackgroundLoop._clients
     clients = dict(shared._clients)
     clf.classify(["give my money back"])
     fitted(server).classify(["top up failed"])
-    assert _BackgroundLoop._clients is shared and shared._clients == clients
+    assert BackgroundLoop._clients is shared and shared._clients == clients
     assert all(not c._client.is_closed for c in clients.values() if hasattr(c, "_client"))
 
 
 def test_a_batch_on_the_callers_loop_closes_its_clients(server, monkeypatch):
-    from hybridroute.classifiers import _llm_seam
+    from hybridroute.classifiers._llm_clients import ClientCache
 
     closed: list[int] = []
-    original = _llm_seam.ClientCache.aclose
+    original = ClientCache.aclose
 
     async def counting(self):
         closed.append(len(self))
         await original(self)
 
-    monkeypatch.setattr(_llm_seam.ClientCache, "aclose", counting)
+    monkeypatch.setattr(ClientCache, "aclose", counting)
     batch = asyncio.run(fitted(server).aclassify(["where is my card", "refund"]))
     assert [item.abstained for item in batch.items] == [False, False]
     assert closed == [2]  # its handler and its SDK client, closed when the batch ended
@@ -775,10 +773,10 @@ def test_get_and_set_params():
         clf.set_params(temperture=0)
 
 
-def test_configure_from_cli(tmp_path):
+def test_fit_llm(tmp_path):
     prompt = tmp_path / "prompt.yaml"
     prompt.write_text("version: support-v1\nnone_of_these: none_of_these\n")
-    clf = configure_from_cli(
+    clf = fit_llm(
         list(TRAIN),
         list(TRAIN.values()),
         model="ollama/llama3",
@@ -791,15 +789,33 @@ def test_configure_from_cli(tmp_path):
     assert "none_of_these" in clf.classes_ and clf.retry.timeout == 5.0
     prompt.write_text("versoin: 1\n")
     with pytest.raises(SpecError, match="unknown prompt template field") as info:
-        configure_from_cli(list(TRAIN), list(TRAIN.values()), model="m", prompt_path=prompt)
+        fit_llm(list(TRAIN), list(TRAIN.values()), model="m", prompt_path=prompt)
     assert info.value.field == "versoin"
     with pytest.raises(SpecError, match="unknown mode"):
-        configure_from_cli(list(TRAIN), list(TRAIN.values()), model="m", mode="xml")
+        fit_llm(list(TRAIN), list(TRAIN.values()), model="m", mode="xml")
     assert clf.max_response_bytes == 1 << 20
-    small = configure_from_cli(["a"], ["x"], model="m", max_response_bytes=4096)
+    small = fit_llm(["a"], ["x"], model="m", max_response_bytes=4096)
     assert small.max_response_bytes == 4096
     with pytest.raises(SpecError, match="max_response_bytes must be a positive integer"):
-        configure_from_cli(["a"], ["x"], model="m", max_response_bytes=0)
+        fit_llm(["a"], ["x"], model="m", max_response_bytes=0)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"mode": "xml"}, "unknown mode 'xml'"),
+        ({"max_concurrency": 0}, "max_concurrency must be >= 1"),
+        ({"n_examples_per_label": -1}, "n_examples_per_label must be an integer >= 0"),
+        ({"timeout": 0.0}, "timeout must be > 0"),  # a ValueError before this change
+        ({"confidence": "vibes"}, "unknown confidence method 'vibes'"),
+        ({"model": " "}, "model must be a non-empty"),
+    ],
+)
+def test_fit_llm_errors_name_the_python_parameter_not_a_cli_flag(option, message):
+    kwargs = {"model": "m", **option}
+    with pytest.raises(SpecError, match=message) as info:
+        fit_llm(list(TRAIN), list(TRAIN.values()), **kwargs)
+    assert "--" not in str(info.value)  # the CLI adds its own wording
 
 
 def test_item_results_round_trip_through_the_cache_format():

@@ -23,18 +23,17 @@ import httpx
 import pytest
 from aiohttp import web
 
-from hybridroute.classifiers._llm_seam import (
+from hybridroute.classifiers._llm_cap import (
     DEFAULT_MAX_RESPONSE_BYTES,
-    ClientCache,
-    LiteLLMLabelAsker,
     ResponseBodyRefused,
-    _strict_json_problem,
+    ask_for_decodable,
     capping_hook,
-    map_exception,
 )
+from hybridroute.classifiers._llm_clients import ClientCache
+from hybridroute.classifiers._llm_errors import map_exception
+from hybridroute.classifiers._llm_response import strict_json_problem
+from hybridroute.classifiers._llm_seam import LiteLLMLabelAsker
 from hybridroute.classifiers._retry import Answered, LabelFailure, TransportFailure
-
-pytestmark = pytest.mark.filterwarnings("ignore:Items? .* using the `ReadOnly` qualifier")
 
 LABELS = ("card_arrival", "refund", "top_up")
 LIMIT = 10_000
@@ -81,10 +80,8 @@ def fetch(
         return httpx.Response(status, headers=headers or {}, stream=stream)
 
     async def go() -> bytes:
-        from hybridroute.classifiers._llm_seam import _ask_for_decodable
-
         hooks: dict[str, list[Callable[..., Any]]] = {
-            "request": [_ask_for_decodable],
+            "request": [ask_for_decodable],
             "response": [capping_hook(limit)],
         }
         async with httpx.AsyncClient(
@@ -485,7 +482,7 @@ def test_litellm_handler_providers_are_capped(model, body, mode, path, pad):
     ],
 )
 def test_answers_the_hardened_reader_refuses_are_label_failures(raw, tools, match):
-    problem = _strict_json_problem(raw, tools=tools)
+    problem = strict_json_problem(raw, tools=tools)
     assert problem is not None and match in problem
     assert problem.startswith("the answer is not acceptable JSON")
 
@@ -501,7 +498,7 @@ def test_answers_the_hardened_reader_refuses_are_label_failures(raw, tools, matc
     ],
 )
 def test_other_answers_are_left_to_instructor(raw, tools):
-    assert _strict_json_problem(raw, tools=tools) is None
+    assert strict_json_problem(raw, tools=tools) is None
 
 
 def test_a_duplicate_key_answer_is_refused_end_to_end():

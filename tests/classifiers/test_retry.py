@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridroute.classifiers import LLMClassifier, PromptTemplate, RetrySettings
-from hybridroute.classifiers._llm_seam import (
+from hybridroute.classifiers._llm_errors import (
     describe_validation_error,
     map_exception,
     parse_retry_after,

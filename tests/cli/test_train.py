@@ -305,6 +305,15 @@ def test_cascade_saves_both_stages(files, tmp_path, capsys) -> None:
     [
         (["--classifier", "cascade", "--model", "openai/x"], "needs --escalate-below"),
         (["--classifier", "llm"], "need --model"),
+        (
+            ["--classifier", "llm", "--model", "m", "--mode", "xml"],
+            "--classifier llm: unknown mode",
+        ),
+        (["--classifier", "llm", "--model", "m", "--timeout", "0"], "--classifier llm: Retry"),
+        (
+            ["--classifier", "cascade", "--model", "m", "--escalate-below", "0.5", "--mode", "x"],
+            "--classifier llm: unknown mode 'x'",
+        ),
         (["--classifier", "cascade", "--escalate-below", "0.5"], "need --model"),
         (["--cs", "1,abc"], "expected comma-separated numbers"),
         (["--cs", "0"], "positive numbers"),

@@ -265,6 +265,49 @@ def test_support_tickets_pass_the_example_rules_and_fail_a_stricter_schema():
     assert ds.facts(first.row - 1)["attempts"] >= 1
 
 
+# ------------------------------------------------------------------------- load_checked
+
+
+def test_load_checked_reads_a_file_with_the_schema(write):
+    from hybridroute.datasets._registry import load_checked
+
+    good = _csv(write, "zip one,order_status,test,true,0,0,,,02134")
+    assert load_checked(f"csv:{good}", SCHEMA).facts(4)["code"] == "02134"  # read as str
+    bad = _csv(write, "zip one,order_status,test,true,0,0,,,02134", "x,order_status,test,,9,,,,")
+    with pytest.raises(DatasetError, match=where(6, "attempts") + "9 is above the maximum 5"):
+        load_checked(f"csv:{bad}", SCHEMA)
+    path = _jsonl(write, {"attempts": 9}, {"amount": -1})
+    skipped = load_checked(f"jsonl:{path}", SCHEMA, on_error="skip").skipped
+    assert [(s.row, s.column) for s in skipped] == [(5, "attempts"), (6, "amount")]
+
+
+def test_load_checked_checks_a_named_set_after_loading():
+    from hybridroute.datasets._registry import load_checked
+
+    schema = load_rules(EXAMPLE).schema
+    assert len(load_checked("support-tickets", schema)) == len(load_dataset("support-tickets"))
+    stricter = FactSchema.from_dict(
+        {**schema.to_dict(), "attempts": {"type": "int", "default": 0, "min": 0, "max": 0}}
+    )
+    with pytest.raises(DatasetError) as info:
+        load_checked("support-tickets", stricter)
+    err = info.value
+    assert (err.path, err.column) == ("support-tickets", "attempts") and err.row >= 1
+    assert "(row id 'st-" in str(err) and "rows break the facts schema in all" in str(err)
+    with pytest.raises(TypeError, match="does not take"):
+        load_checked("support-tickets", schema, label_column="x")
+
+
+def test_load_checked_has_one_home():
+    from hybridroute.cli import _datasets, _evaluate, _spark
+    from hybridroute.datasets import _registry
+
+    assert not hasattr(_datasets, "load_checked")  # moved: the CLI wraps the datasets one
+    for module in (_evaluate, _spark):
+        assert "load_checked" not in vars(module)
+    assert _registry.load_checked.__module__ == "hybridroute.datasets._registry"
+
+
 # ------------------------------------------------------------------------- no schema
 
 

@@ -19,10 +19,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from hybridroute._labelled_rows import SPLIT_ALIASES, SPLIT_ORDER
 from hybridroute.cli import main
 from hybridroute.datasets import LabelledSet, _public, load_dataset
 from hybridroute.datasets._io import MAX_FILE_BYTES, MAX_FILE_BYTES_ENV, file_byte_limit
-from hybridroute.datasets._validate import SPLIT_ALIASES, SPLIT_ORDER
 from hybridroute.exceptions import DatasetError
 
 from ..hostile import bounded, run_limited

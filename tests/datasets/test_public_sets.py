@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import time
 import urllib.error
 
 import pytest
@@ -50,17 +49,17 @@ def test_clinc150_drop_oos(shared_dir):
         load_dataset("clinc150", oos="keep")
 
 
-def test_loading_is_fast(shared_dir):
-    for ref in ("banking77", "clinc150"):
-        start = time.perf_counter()
-        ds = load_dataset(ref)
-        _ = ds.fingerprint
-        assert time.perf_counter() - start < 2.0, ref
+# How fast they load is a benchmark figure, not a test (a timed test fails under load):
+# `python -m benchmarks --only classifiers` prints "banking77: load + fingerprint".
 
 
-def test_environment_variable_and_parameter_agree(shared_dir, banking77):
-    assert load_dataset("banking77").fingerprint == banking77.fingerprint
-    assert str(shared_dir) in banking77.source
+@pytest.mark.parametrize("ref", ["banking77", "clinc150"])
+def test_environment_variable_and_parameter_agree(shared_dir, banking77, clinc150, ref):
+    fixture = banking77 if ref == "banking77" else clinc150  # loaded with data_dir=
+    ds = load_dataset(ref)  # from HYBRIDROUTE_DATA_DIR
+    assert ds.fingerprint == fixture.fingerprint
+    assert len(ds.fingerprint) == 64 and int(ds.fingerprint, 16) >= 0
+    assert str(shared_dir) in ds.source
 
 
 def test_checksums_match_the_reference_copies(shared_dir):

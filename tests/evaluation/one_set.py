@@ -40,6 +40,8 @@ ROUTER_METRIC_KEYS = (
     "decisions_by_destination",
     "abstention_rate",
     "abstentions_by_reason",
+    "fallbacks_by_cause",
+    "n_with_confidence",
     "rules",
     "per_class",
     "confusion",
@@ -61,6 +63,14 @@ ITEMS: tuple[tuple[str, str, str | None, float | None], ...] = (
     ("card charged wrong amount", "billing", "billing", 0.66),
 )
 ABSTAIN_REASON = "invalid_label"
+#: The router-mode fallbacks (the abstained items) and what each is counted under: one
+#: carries the cause the router records (a classifier that raised), one is a record from
+#: before causes were recorded (counted under its reason code).
+FALLBACKS = {
+    "bill question ???": ("classifier_abstained", None),
+    "refund??": ("classifier_error", "classifier_error (TypeError)"),
+}
+FALLBACKS_BY_CAUSE = {"classifier_abstained": 1, "classifier_error (TypeError)": 1}
 
 
 class RankOnly(IntentClassifier):
@@ -159,14 +169,15 @@ def _decision(text: str) -> SimpleNamespace:
         )
     answer, conf = FixedClassifier()._answers[text]
     if answer is None:
+        reason, cause = FALLBACKS[text]
         return SimpleNamespace(
             stage="fallback",
             label=None,
             confidence=None,
             selected_destination="human_review",
-            reason_code="classifier_abstained",
+            reason_code=reason,
             rule_id=None,
-            detail={"policy_action": None},
+            detail={"policy_action": None, **({"cause": cause} if cause else {})},
         )
     if conf >= 0.7:
         stage, reason, dest = "model", "confident", f"team_{answer}"
@@ -217,12 +228,16 @@ def router_dataset() -> SimpleNamespace:
 
 def scored_rows() -> list[dict[str, Any]]:
     """The scored rows as :meth:`SparkRouter.score` gives them (the columns
-    ``evaluate_scored`` reads)."""
+    ``evaluate_scored`` reads; ``decision`` the record as JSON)."""
+    import json
+
     out = []
     for r in router_rows():
         d = _decision(r["text"])
+        record = {"stage": d.stage, "reason_code": d.reason_code, "detail": d.detail}
         out.append(
             {
+                "decision": json.dumps(record),
                 "stage": d.stage,
                 "label": d.label,
                 "confidence": d.confidence,

@@ -5,13 +5,17 @@
 ``tests/spark/test_spark.py``) score :mod:`.one_set`, whose answers are written down and
 chosen so that the old competing definitions (macro-F1 over gold labels only vs over gold
 ∪ answered labels) give different numbers. The row checks of the streamed reader and of
-the dataset loaders are one implementation too: the same bad row is refused with the same
-words by both.
+the dataset loaders are one implementation too: the same bad row, or the same fact that
+breaks a facts schema, is refused with the same words by both. A fallback's cause is read
+by one function (:func:`hybridroute._fallback.fallback_cause`) on every path, drift
+included.
 """
 
 from __future__ import annotations
 
+import csv
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -31,6 +35,7 @@ from hybridroute.exceptions import DatasetError
 from .one_set import (
     ABSTAIN_REASON,
     CLASSES,
+    FALLBACKS_BY_CAUSE,
     ITEMS,
     MARKER,
     ROUTER_METRIC_KEYS,
@@ -137,8 +142,8 @@ def test_the_intervals_say_how_many_resamples(classifier_paths, path):
     assert note["method"] == ("percentile" if path == "evaluate_classifier" else "poisson")
 
 
-# the exact router metrics, and the confidence-based ones Spark leaves out
-ROUTER_KEYS = (*ROUTER_METRIC_KEYS, "ece", "n_with_confidence")
+# the exact router metrics, and the confidence-based one Spark leaves out
+ROUTER_KEYS = (*ROUTER_METRIC_KEYS, "ece")
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +171,59 @@ def test_router_counts_are_the_written_down_ones(router_paths):
     assert ev["coverage"] == round(8 / len(ITEMS), 6)
     assert ev["decisions_by_stage"] == {"fallback": 2, "model": 7, "policy": 3, "rule": 3}
     assert ev["rules"]["(default exit)"]["fires"] == 1
+    # one fallback with the cause the router records, one counted under its reason code
+    assert ev["fallbacks_by_cause"] == FALLBACKS_BY_CAUSE
+    assert ev["n_with_confidence"] == sum(c is not None for *_, c in ITEMS) == 10
+
+
+def test_the_cause_of_a_fallback_is_read_in_one_place():
+    from hybridroute import _fallback
+    from hybridroute.evaluation import _evaluate, _stream_metrics
+    from hybridroute.records import _drift
+    from hybridroute.spark import _evaluate as spark_evaluate
+
+    for module in (_evaluate, _stream_metrics, _drift, spark_evaluate):
+        assert module.fallback_cause is _fallback.fallback_cause, module.__name__
+    assert not hasattr(_evaluate, "_fallback_cause")  # the copy it had
+
+
+@pytest.mark.parametrize(
+    ("record", "cause"),
+    [
+        (
+            {"stage": "fallback", "reason_code": "r", "detail": {"cause": "r (KeyError)"}},
+            "r (KeyError)",
+        ),
+        ({"stage": "fallback", "reason_code": "r", "detail": {}}, "r"),
+        ({"stage": "fallback", "reason_code": "r", "detail": {"cause": ""}}, "r"),
+        ({"stage": "fallback", "reason_code": "r", "detail": None}, "r"),
+        ({"stage": "fallback", "reason_code": "r"}, "r"),
+        ({"stage": "model", "reason_code": "confident", "detail": {"cause": "x"}}, None),
+        ({"stage": "policy", "reason_code": "low_confidence", "detail": {}}, None),
+    ],
+)
+def test_a_cause_reads_the_same_from_a_record_a_decision_and_a_drift_frame(record, cause):
+    import pandas as pd
+
+    from hybridroute._fallback import fallback_cause
+    from hybridroute.records import drift_report
+
+    decision = SimpleNamespace(
+        detail=record.get("detail"), **{k: record[k] for k in ("stage", "reason_code")}
+    )
+    assert fallback_cause(record) == fallback_cause(decision) == cause
+    frame = pd.DataFrame(
+        {
+            "router_version": ["1"],
+            "selected_destination": ["human_review"],
+            "stage": [record["stage"]],
+            "reason_code": [record["reason_code"]],
+            "confidence": [None],
+            "snapshot_hash": ["h"],
+            "record": [record],
+        }
+    )
+    assert drift_report(frame)["fallbacks_by_cause"] == ({cause: 1} if cause else {})
 
 
 # ----------------------------------------------------------------------------- row checks
@@ -216,11 +274,120 @@ def test_a_bad_row_is_refused_alike_by_the_loader_and_the_stream(tmp_path, row):
     assert loaded[0] == 3
 
 
-def test_split_names_have_one_home():
+def test_split_names_and_the_row_checks_have_one_home():
     from hybridroute import _labelled_rows
-    from hybridroute.datasets import _validate
+    from hybridroute.datasets import _io, _labelled, _registry, _validate
     from hybridroute.evaluation import _stream_reader
 
-    assert _validate.SPLIT_ORDER is _labelled_rows.SPLIT_ORDER
-    assert _validate.SPLIT_ALIASES is _labelled_rows.SPLIT_ALIASES
+    assert _labelled.SPLIT_ORDER is _labelled_rows.SPLIT_ORDER
     assert _stream_reader.SPLIT_ORDER is _labelled_rows.SPLIT_ORDER
+    assert _registry.DEFAULT_MAX_TEXT_CHARS is _labelled_rows.DEFAULT_MAX_TEXT_CHARS
+    # imported from their home, not re-exported by the validator
+    for name in ("SPLIT_ORDER", "SPLIT_ALIASES", "CORE_COLUMNS", "FACTS_KEY", "normalise_split"):
+        assert not hasattr(_validate, name), name
+    # one fact-value check (loaders, check_facts, the stream) and one bad-bytes test
+    assert _validate.check_fact_value is _labelled_rows.check_fact_value
+    assert _labelled.check_fact_value is _labelled_rows.check_fact_value
+    assert _stream_reader.check_fact_value is _labelled_rows.check_fact_value
+    assert _io.has_bad_bytes is _labelled_rows.has_bad_bytes
+
+
+# ----------------------------------------------------------------------------- facts schema
+
+FACTS_SCHEMA = {
+    "has_permission": {"type": "bool", "default": True},
+    "attempts": {"type": "int", "default": 0, "min": 0, "max": 3},
+    "amount": {"type": "number", "default": 0, "min": 0},
+    "action": {"type": "str", "nullable": True, "default": None, "enum": ["refund", "lookup"]},
+    "fields": {"type": "list[str]", "default": [], "enum": ["email", "order_id"]},
+    "channel": {"type": "str"},  # required: no default
+}
+GOOD_FACTS = [
+    {"has_permission": True, "attempts": 0, "amount": 0, "action": "refund", "channel": "web"},
+    {"attempts": 3, "amount": 12.5, "fields": ["email"], "channel": "app"},
+]
+
+
+def _schema():
+    from hybridroute.contracts import FactSchema
+
+    return FactSchema.from_dict(FACTS_SCHEMA)
+
+
+def _cell(value):
+    """A CSV cell as a person writes it: empty for none, JSON for lists and booleans."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _write(tmp_path, kind, facts_rows):
+    rows = [
+        {"text": f"text {i}", "label": "ab"[i % 2], "split": "test", **f}
+        for i, f in enumerate(facts_rows)
+    ]
+    path = tmp_path / f"rows.{kind}"
+    if kind == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        return path
+    columns = ["text", "label", "split", *FACTS_SCHEMA]
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        writer.writerows([_cell(r.get(c)) for c in columns] for r in rows)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv"])
+@pytest.mark.parametrize(
+    ("bad", "column"),
+    [
+        ({"attempts": 9}, "attempts"),  # max
+        ({"attempts": -1}, "attempts"),  # min
+        ({"amount": -0.5}, "amount"),  # min of a number
+        ({"action": "delete"}, "action"),  # enum
+        ({"fields": ["email", "phone"]}, "fields"),  # enum of a list's elements
+        ({"has_permission": "maybe"}, "has_permission"),  # type
+        ({"attempts": "two"}, "attempts"),  # type
+        ({"channel": None}, "channel"),  # a required fact left empty
+    ],
+    ids=lambda v: json.dumps(v) if isinstance(v, dict) else v,
+)
+def test_a_fact_breaking_the_schema_is_refused_alike_by_the_loader_and_the_stream(
+    tmp_path, kind, bad, column
+):
+    schema = _schema()
+    path = _write(tmp_path, kind, [*GOOD_FACTS, {**GOOD_FACTS[0], **bad}])
+    loaded = _first_problem(lambda: load_dataset(f"{kind}:{path}", fact_types=schema))
+    streamed = _first_problem(lambda: list(LabelledStream(path, fact_types=schema)))
+    assert streamed == loaded
+    assert loaded[:2] == (3, column)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv"])
+def test_good_facts_stream_as_they_load(tmp_path, kind):
+    schema = _schema()
+    path = _write(tmp_path, kind, GOOD_FACTS)
+    loaded = load_dataset(f"{kind}:{path}", fact_types=schema)
+    streamed = list(LabelledStream(path, fact_types=schema))
+    for i, row in enumerate(streamed):
+        expected = {k: v for k, v in loaded.facts(i).items() if v is not None}
+        assert {k: v for k, v in row["facts"].items() if v is not None} == expected
+
+
+def test_a_csv_header_without_a_required_fact_is_refused_alike(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text("text,label,attempts\nhello,a,1\nbye,b,2\n", encoding="utf-8")
+    schema = _schema()
+    loaded = _first_problem(lambda: load_dataset(f"csv:{path}", fact_types=schema))
+    streamed = _first_problem(lambda: list(LabelledStream(path, fact_types=schema)))
+    assert streamed == loaded
+    assert loaded[:2] == (0, "channel")
+
+
+def test_a_stream_skips_the_rows_whose_facts_break_the_schema(tmp_path):
+    path = _write(tmp_path, "jsonl", [*GOOD_FACTS, {**GOOD_FACTS[0], "attempts": 7}, GOOD_FACTS[1]])
+    stream = LabelledStream(path, fact_types=_schema(), on_error="skip")
+    assert len(list(stream)) == 3
+    assert [(s.row, s.column) for s in stream.skipped] == [(3, "attempts")]
+    assert "7 is above the maximum 3" in stream.skipped[0].reason

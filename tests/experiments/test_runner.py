@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from hybridroute.exceptions import SpecError, UserInputError
+from hybridroute.exceptions import DatasetError, SpecError, UserInputError
 from hybridroute.experiments import load_spec, parse_spec, run_experiment
 
 from .conftest import SHIPPED
@@ -478,3 +478,51 @@ def test_the_router_table_says_what_its_counts_count(monkeypatch, failing):
         for row, n in zip(result.rows, causes, strict=True):
             assert n > 0 and row["stage_fallback"] == n
             assert f"{row['policy']}: classifier_error ({name}) {n}" in note
+
+
+@pytest.mark.parametrize(
+    ("bad", "column", "message"),
+    [
+        ("maybe", "has_permission", "expected bool, got str 'maybe'"),
+        ("2", "has_permission", "expected bool, got int '2'"),
+    ],
+)
+def test_a_router_experiment_refuses_a_file_whose_facts_break_the_rules(
+    synthetic_csv, tmp_path, capsys, bad, column, message
+):
+    """The set is checked against the rules' facts schema before anything is trained, and
+    the CLI prints it as one line (exit 2), as ``hybridroute evaluate --router`` does."""
+    from hybridroute.cli import main
+
+    rows = list(csv.DictReader(synthetic_csv.open(encoding="utf-8")))
+    for i, row in enumerate(rows):
+        row["has_permission"] = bad if i == len(rows) - 1 else "true"
+    data = tmp_path / "with_facts.csv"
+    with data.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=[*rows[0]])
+        writer.writeheader()
+        writer.writerows(rows)
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "synthetic.yaml").write_text(SYNTHETIC_RULES, encoding="utf-8")
+    spec = tmp_path / "router.yaml"
+    spec.write_text(synthetic_router_spec(data), encoding="utf-8")
+    where = f"{data}, row {len(rows)}, column '{column}': {message}"
+    with pytest.raises(DatasetError) as info:
+        run_experiment(load_spec(spec), track=False)
+    assert str(info.value).startswith(where)
+    assert main(["experiment", "run", str(spec), "--no-track"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith(f"error: {where}")
+    assert captured.err.count("\n") == 1
+
+
+def test_a_router_experiment_refuses_a_named_set_that_breaks_the_rules(tmp_path):
+    from ..cli.facts_bundle import strict_rules
+
+    spec = ROUTER_SPEC.replace("example:support_rules.yaml", str(strict_rules(tmp_path)))
+    with pytest.raises(
+        DatasetError, match=r"^support-tickets, row \d+, column 'attempts': "
+    ) as info:
+        run_experiment(parse_spec(spec), track=False)
+    assert "1 is above the maximum 0 (row id 'st-" in str(info.value)
+    assert "rows break the facts schema in all" in str(info.value)

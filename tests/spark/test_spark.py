@@ -21,6 +21,7 @@ import pytest
 
 from ..evaluation.one_set import (
     CLASSES,
+    FALLBACKS_BY_CAUSE,
     ROUTER_METRIC_KEYS,
     FixedRouter,
     reference_macro_f1,
@@ -361,7 +362,7 @@ def test_spark_gives_the_numbers_of_every_other_path_on_one_set(spark):
     from hybridroute.spark import evaluate_scored
 
     columns = ("stage", "label", "confidence", "destination", "reason_code", "rule_id")
-    columns += ("gold", "gold_next_step")
+    columns += ("gold", "gold_next_step", "decision")
     schema = StructType(
         [StructField(c, DoubleType() if c == "confidence" else StringType(), True) for c in columns]
     )
@@ -372,3 +373,7 @@ def test_spark_gives_the_numbers_of_every_other_path_on_one_set(spark):
     for key in ROUTER_METRIC_KEYS:
         assert on_spark[key] == in_memory[key] == streamed[key], key
     assert on_spark["macro_f1"] == reference_macro_f1()
+    assert on_spark["fallbacks_by_cause"] == FALLBACKS_BY_CAUSE  # read from each record
+    # a frame without decision records counts each fallback under its reason code
+    bare = evaluate_scored(frame.drop("decision"), labels=list(CLASSES))
+    assert bare["fallbacks_by_cause"] == {"classifier_abstained": 1, "classifier_error": 1}

@@ -60,26 +60,39 @@ def setup(tmp_path_factory):
     }
 
 
+def _evaluate_support(cli, setup, *extra: str):
+    """``spark evaluate`` of the support-tickets test split with the setup's bundle."""
+    args = ["--router", str(setup["bundle"]), "--dataset", "support-tickets"]
+    result = cli("spark", "evaluate", *args, "--tracking-uri", setup["tracking_uri"], *extra)
+    assert result.exit_code == 0, result.output
+    return result
+
+
 def test_spark_evaluate_prints_the_single_machine_metrics(spark, cli, setup):
     from hybridroute.evaluation import evaluate_router
 
-    result = cli(
-        "spark",
-        "evaluate",
-        "--router",
-        str(setup["bundle"]),
-        "--dataset",
-        "support-tickets",
-        "--tracking-uri",
-        setup["tracking_uri"],
-        "--json",
-    )
-    assert result.exit_code == 0, result.output
-    got = json.loads(result.stdout)
+    got = json.loads(_evaluate_support(cli, setup, "--json").stdout)
     want = evaluate_router(setup["router"], setup["test"], n_boot=10)
-    for key in ("n", "accuracy", "macro_f1", "coverage", "next_step_accuracy", "rules"):
+    keys = ("n", "accuracy", "macro_f1", "coverage", "next_step_accuracy", "rules")
+    for key in (*keys, "n_with_confidence", "fallbacks_by_cause"):
         assert got[key] == want[key], key
     assert spark.range(3).count() == 3  # the shared session was not stopped
+
+
+def test_spark_evaluate_says_what_each_count_counts(spark, cli, setup):
+    result = _evaluate_support(cli, setup)
+    lines = result.stdout.splitlines()
+    assert lines[0] == "routed on Spark with support 1"
+    labels = {
+        line.split("  ")[1].strip(): line
+        for line in lines[1:]
+        if line.startswith("  ") and not line.startswith("    ")
+    }
+    assert "rows of the set, all routed" in labels["items"]
+    assert "items no rule decided" in labels["classified"]
+    assert "share of the classified items" in labels["accuracy"]
+    stages = lines.index("  decisions by stage (of the 273 items):")
+    assert lines[stages + 1].split()[0] == "rule" and "a rule decided" in lines[stages + 1]
 
 
 def test_spark_replay_with_the_same_router_changes_nothing(spark, cli, setup):
@@ -126,3 +139,48 @@ def _app_for_errors():
 
     register(app)
     return app
+
+
+@pytest.fixture(scope="module")
+def facts_bundles(tmp_path_factory):
+    from ..cli.facts_bundle import build_bundles
+
+    return build_bundles(tmp_path_factory.mktemp("spark-facts"))
+
+
+@pytest.mark.parametrize(
+    ("bundle", "rows", "where"),
+    [
+        # a named set breaking the router's schema: row, column and row id named
+        ("strict", None, "support-tickets, row "),
+        # a file: the bad cell's row and column, each cell read as its declared type
+        (
+            "example",
+            "bad one,order_status,test,maybe,0,0,",
+            "{path}, row 5, column 'has_permission'",
+        ),
+        ("example", "bad one,order_status,test,true,two,0,", "{path}, row 5, column 'attempts'"),
+    ],
+)
+def test_spark_evaluate_refuses_facts_that_break_the_router_schema(
+    spark, facts_bundles, tmp_path, capsys, bundle, rows, where
+):
+    from hybridroute.cli import main
+
+    from ..cli.facts_bundle import GOOD, HEADER
+
+    dataset = "support-tickets"
+    if rows is not None:
+        path = tmp_path / "tickets.csv"
+        path.write_text("\n".join([HEADER, *GOOD, rows]) + "\n", encoding="utf-8")
+        dataset, where = f"csv:{path}", where.format(path=path)
+    argv = ["spark", "evaluate", "--router", str(facts_bundles[bundle]), "--dataset", dataset]
+    argv += ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"error: {where}")
+    assert captured.err.count("\n") == 1
+    if rows is None:
+        assert "column 'attempts': 1 is above the maximum 0 (row id 'st-" in captured.err
+    assert spark.range(3).count() == 3  # the shared session was not stopped

@@ -58,7 +58,27 @@ def clopper_pearson_lower(successes: Any, n: Any, delta: float) -> Any:
 
 
 def clopper_pearson_upper(successes: Any, n: Any, delta: float) -> Any:
-    """One-sided exact upper confidence bound on a binomial proportion (see the lower one)."""
+    """One-sided exact upper confidence bound on a binomial proportion (see the lower one).
+
+    Parameters
+    ----------
+    successes, n : int or array of int
+        Successes among ``n`` trials (arrays broadcast together).
+    delta : float
+        Error probability in (0, 1); the bound holds with probability at least
+        ``1 - delta``.
+
+    Returns
+    -------
+    float or ndarray
+        The ``1 - delta`` quantile of ``Beta(successes + 1, n - successes)``; 1 where
+        ``successes == n`` and ``nan`` where ``n == 0``. A float for scalar input.
+
+    Raises
+    ------
+    ValueError
+        If ``delta`` is not in (0, 1) or a ``successes`` lies outside ``[0, n]``.
+    """
     delta = check_fraction(delta, "delta")
     k = np.asarray(successes, dtype=float)
     m = np.asarray(n, dtype=float)
@@ -77,6 +97,23 @@ def precision_p_value(errors: Any, n: Any, target: float) -> Any:
     ``P(Binomial(n, 1 - target) <= errors)``: small when so few errors would be unlikely
     were the precision below ``target``. It is at most ``delta`` exactly when the
     Clopper–Pearson lower bound at ``1 - delta`` reaches ``target``. ``n == 0`` gives 1.
+
+    Parameters
+    ----------
+    errors, n : int or array of int
+        Mistakes among ``n`` accepted items (arrays broadcast together).
+    target : float
+        The precision tested, in (0, 1).
+
+    Returns
+    -------
+    float or ndarray
+        The p-value, in [0, 1]; a float for scalar input.
+
+    Raises
+    ------
+    ValueError
+        If ``target`` is not in (0, 1).
     """
     target = check_fraction(target, "target")
     e = np.asarray(errors, dtype=float)
@@ -154,11 +191,29 @@ def planned_calibration_size(
     Clopper–Pearson lower bound reaches ``target``; returns ``ceil(m / coverage)``, the
     size of the whole calibration set when a share ``coverage`` of it is accepted.
 
+    Parameters
+    ----------
+    target, delta : float
+        The precision to certify and the allowed probability that the certificate is
+        wrong, each in (0, 1), as for :func:`required_calibration_size`.
+    expected_precision : float
+        The precision the model is expected to have on accepted items, in [0, 1].
+    coverage : float, default 1.0
+        Expected share of the calibration set that is accepted, in (0, 1].
+    max_size : int, default 10**7
+        Give up (return ``None``) once the doubling search for accepted items passes this.
+
     Returns
     -------
     int or None
-        ``None`` when ``expected_precision <= target``: no sample size can certify a
-        precision the model does not exceed.
+        The whole calibration set's size. ``None`` when ``expected_precision <= target``
+        (no sample size can certify a precision the model does not exceed) or when more
+        than ``max_size`` accepted items would be needed.
+
+    Raises
+    ------
+    ValueError
+        If a fraction lies outside its range.
     """
     target = check_fraction(target, "target")
     delta = check_fraction(delta, "delta")

@@ -35,7 +35,21 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EvidenceItem:
-    """One retrieved evidence item, scored by ``source`` for evidence point ``point``."""
+    """One retrieved evidence item, scored by ``source`` for evidence point ``point``.
+
+    Parameters
+    ----------
+    id : str
+        The item's id; :class:`EvidenceResult` lists the ids of covering items.
+    source : str
+        The retriever that scored it (``bm25``, ``char_tfidf``...); it selects the fitted
+        threshold the score is compared with.
+    score : float
+        The source's score, on that source's own scale (:meth:`coerce` refuses a
+        non-finite one).
+    point : str
+        The evidence point the item was retrieved for.
+    """
 
     id: str
     source: str
@@ -64,8 +78,16 @@ class EvidenceItem:
 class EvidenceResult:
     """The outcome of an evidence-completeness check.
 
-    ``evidence_ids`` lists (sorted, once each) the items that cover some required point;
-    ``evidence_complete`` is True exactly when ``missing_points`` is empty.
+    Parameters
+    ----------
+    required_points : tuple of str
+        The points the request declared, in its order, duplicates dropped.
+    covered_points, missing_points : tuple of str
+        The required points some item covers, and the others (both in declared order).
+    evidence_complete : bool
+        True exactly when ``missing_points`` is empty.
+    evidence_ids : tuple of str
+        The items that cover some required point, sorted, once each.
     """
 
     required_points: tuple[str, ...]
@@ -156,7 +178,29 @@ class EvidenceThresholds(_Estimator):
         self.base = base
 
     def fit(self, sources: Sequence[str], scores: Any, covered: Any) -> EvidenceThresholds:
-        """Fit on parallel arrays of source name, score and covered label; returns ``self``."""
+        """Fit on parallel arrays of source name, score and covered label.
+
+        Parameters
+        ----------
+        sources : sequence of str
+            The source that scored each row; every distinct source gets its own fitter.
+        scores : array-like of float, shape (n_rows,)
+            Each row's score on its source's scale; finite.
+        covered : array-like of bool or 0/1, shape (n_rows,)
+            Whether the row's item really covers its point (the label).
+
+        Returns
+        -------
+        EvidenceThresholds
+            ``self``, fitted.
+
+        Raises
+        ------
+        ValueError
+            If ``base`` is not a threshold fitter, the arrays differ in length or are
+            empty, a score is not finite or a label is not boolean/0/1; the base fitter's
+            own errors for a source pass through.
+        """
         base = self.base if self.base is not None else _default_evidence_base()
         if not isinstance(base, ThresholdFitter):
             raise ValueError(f"base must be a threshold fitter, got {base!r}")

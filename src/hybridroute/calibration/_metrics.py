@@ -55,6 +55,7 @@ class ReliabilityDiagram:
     lower, upper : ndarray
         Bin edges (for equal-mass bins, the smallest and largest confidence in the bin).
     count : ndarray
+        Items in each bin (every bin kept holds at least one).
     confidence : ndarray
         Mean confidence in each bin.
     accuracy : ndarray
@@ -182,6 +183,30 @@ def expected_calibration_error(
     ``binning="width"`` gives the usual equal-width ECE (15 bins by default);
     ``binning="mass"`` the equal-mass (adaptive) variant. Both go through
     :func:`ece_from_bin_sums`, as the streamed evaluation does.
+
+    Parameters
+    ----------
+    confidence : array-like of float, shape (n_items,)
+        Top-label scores, finite and expected in [0, 1] (with equal-width bins a value
+        outside falls in the first or last bin).
+    correct : array-like of bool or 0/1, shape (n_items,)
+        Whether each item's top label was right.
+    n_bins : int, default 15
+        Number of bins (:data:`DEFAULT_ECE_BINS`, which every evaluation path reports);
+        equal-mass binning uses at most one bin per item.
+    binning : {"width", "mass"}, default "width"
+        Equal-width bins over [0, 1], or bins holding (nearly) equal numbers of items.
+
+    Returns
+    -------
+    float
+        In [0, 1]; 0 is perfectly calibrated.
+
+    Raises
+    ------
+    ValueError
+        If the inputs are empty, differ in length, hold a non-finite confidence or a
+        non-boolean ``correct``, or ``n_bins`` / ``binning`` is invalid.
     """
     if binning == "width":
         return ece_from_bin_sums(*width_bin_sums(confidence, correct, n_bins))
@@ -210,7 +235,30 @@ def brier_score(proba: Any, y: Any) -> float:
 
 
 def negative_log_likelihood(proba: Any, y: Any, eps: float = 1e-12) -> float:
-    """Mean ``-log p(true class)``; probabilities are clipped at ``eps``."""
+    """Mean ``-log p(true class)``; probabilities are clipped at ``eps``.
+
+    Parameters
+    ----------
+    proba : array-like of float, shape (n_items, n_classes)
+        Predicted probabilities, finite and non-negative, ``n_classes >= 2`` (rows are not
+        renormalised).
+    y : array-like of int, shape (n_items,)
+        True class indices (columns of ``proba``), in ``[0, n_classes)``.
+    eps : float, default 1e-12
+        Floor of the true class's probability, so a zero gives ``-log(eps)`` rather than
+        infinity.
+
+    Returns
+    -------
+    float
+        In nats; lower is better.
+
+    Raises
+    ------
+    ValueError
+        If ``proba`` is not a non-empty 2-d array of finite non-negative values, a class
+        index is out of range, or the lengths differ.
+    """
     p = as_proba(proba)
     yy = as_class_index(y, p.shape[1])
     same_length(proba=p, y=yy)
@@ -222,6 +270,16 @@ class RiskCoverageCurve:
     """Risk (error rate among accepted) and coverage at every distinct threshold.
 
     Ordered from the highest threshold (lowest coverage) to the lowest (full coverage).
+
+    Parameters
+    ----------
+    thresholds : ndarray
+        The distinct confidences, descending; an item is accepted at a threshold when its
+        confidence is at or above it.
+    coverage : ndarray
+        Share of all items accepted at each threshold, in (0, 1]; the last is 1.
+    risk : ndarray
+        Error rate among the accepted items at each threshold, in [0, 1].
     """
 
     thresholds: np.ndarray
@@ -294,7 +352,28 @@ def coverage_at(confidence: Any, threshold: float) -> float:
 
 
 def precision_at(confidence: Any, correct: Any, threshold: float) -> float:
-    """Share correct among items at or above ``threshold`` (``nan`` when none pass)."""
+    """Share correct among items at or above ``threshold`` (``nan`` when none pass).
+
+    Parameters
+    ----------
+    confidence : array-like of float, shape (n_items,)
+        Top-label scores, finite.
+    correct : array-like of bool or 0/1, shape (n_items,)
+        Whether each item's top label was right.
+    threshold : float
+        Items with ``confidence >= threshold`` count as accepted.
+
+    Returns
+    -------
+    float
+        The precision among accepted items, or ``nan`` when none is accepted.
+
+    Raises
+    ------
+    ValueError
+        If the inputs are empty, differ in length, hold a non-finite confidence or a
+        non-boolean ``correct``.
+    """
     s, c = _conf_correct(confidence, correct)
     passed = s >= threshold
     return float(c[passed].mean()) if passed.any() else math.nan

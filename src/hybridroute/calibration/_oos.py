@@ -66,7 +66,32 @@ class OutOfScopeThreshold(_Estimator):
         self.delta = delta
 
     def fit(self, oos_scores: Any, is_oos: Any, correct: Any = None) -> OutOfScopeThreshold:
-        """Fit; ``correct`` (top label right) is needed for a precision target. Returns ``self``."""
+        """Fit the cut-off on a calibration split that holds labelled out-of-scope items.
+
+        Parameters
+        ----------
+        oos_scores : array-like of float, shape (n_items,)
+            Each item's out-of-scope score (higher = more likely outside the label set);
+            finite.
+        is_oos : array-like of bool or 0/1, shape (n_items,)
+            Whether each item really is out of scope. With no out-of-scope item the
+            recall target cannot be certified (``certified_`` False, everything flagged).
+        correct : array-like of bool or 0/1, shape (n_items,), optional
+            Whether each item's top label was right; needed for a ``precision`` target,
+            ignored otherwise.
+
+        Returns
+        -------
+        OutOfScopeThreshold
+            ``self``, fitted. An uncertified target is not an error: see ``certified_``.
+
+        Raises
+        ------
+        ValueError
+            If neither target is set, a target or ``delta`` is outside (0, 1), the arrays
+            are empty, differ in length or hold bad values, or a precision target comes
+            without ``correct``.
+        """
         if self.recall is None and self.precision is None:
             raise ValueError("give a recall target, a precision target, or both")
         delta = check_fraction(self.delta, "delta")

@@ -80,7 +80,30 @@ class PerClassThreshold(_Estimator):
         )
 
     def fit(self, scores: Any, correct: Any, labels: Sequence[str]) -> PerClassThreshold:
-        """Fit on scores, correctness and the predicted label of each item; returns ``self``."""
+        """Fit on scores, correctness and the predicted label of each item.
+
+        Parameters
+        ----------
+        scores : array-like of float, shape (n_items,)
+            The score ``base`` thresholds (usually the calibrated top-label confidence);
+            finite.
+        correct : array-like of bool or 0/1, shape (n_items,)
+            Whether each item's top label was right.
+        labels : sequence of str, length n_items
+            Each item's *predicted* (top) label: it picks the item's group.
+
+        Returns
+        -------
+        PerClassThreshold
+            ``self``, fitted; ``certified_`` is True only when every group's fit is.
+
+        Raises
+        ------
+        ValueError
+            If ``base`` is not a threshold fitter, ``min_class_size`` is not a positive
+            integer (or is ``None`` with a base that has no ``target`` and ``delta``), or the
+            inputs are empty, differ in length or hold bad values.
+        """
         if not isinstance(self.base, ThresholdFitter):
             raise ValueError(f"base must be a threshold fitter, got {self.base!r}")
         s = as_scores(scores)

@@ -771,7 +771,23 @@ class Policy:
         max_tv: float = 0.1,
         alpha: float = 0.01,
     ) -> LabelMixDeparture:
-        """Compare a label mix (counts or labels) with the recorded calibration mix."""
+        """Compare a label mix (counts or labels) with the recorded calibration mix.
+
+        Parameters
+        ----------
+        observed : mapping of label to count, or iterable of labels
+            The mix to check (a set's gold labels, or live traffic's); counts must be
+            finite and non-negative, not all zero.
+        max_tv, alpha : float, default 0.1, 0.01
+            The mix departs when its total variation is at least ``max_tv`` (in [0, 1])
+            and a chi-square test rejects "same mix" at level ``alpha`` (in (0, 1)); see
+            :func:`label_mix_departure`.
+
+        Raises
+        ------
+        ValueError
+            If the policy recorded no calibration label mix, or an argument is invalid.
+        """
         counts = self._doc["calibration_data"].get("label_counts")
         if not counts:
             raise ValueError("this policy did not record its calibration label mix")

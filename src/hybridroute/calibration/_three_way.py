@@ -51,7 +51,32 @@ class ThreeWayThreshold(_Estimator):
     def certified(
         cls, auto_target: float, ask_target: float, delta: float = 0.05, n_starts: int = 3
     ) -> ThreeWayThreshold:
-        """Both thresholds certified, each at ``delta / 2`` so both hold jointly."""
+        """Both thresholds certified, each at ``delta / 2`` so both hold jointly.
+
+        Parameters
+        ----------
+        auto_target : float
+            Precision certified for the auto-routed items, in (0, 1).
+        ask_target : float
+            Precision certified for the items at or above the ask threshold (the label
+            suggested to the user should usually be right), in (0, 1); usually below
+            ``auto_target``.
+        delta : float, default 0.05
+            Probability, in (0, 1), that either certificate is wrong; each
+            :class:`CertifiedPrecisionThreshold` gets ``delta / 2``.
+        n_starts : int, default 3
+            Fixed sequences of each component (its ``delta / 2`` is split among them).
+
+        Returns
+        -------
+        ThreeWayThreshold
+            Unfitted; the targets and ``n_starts`` are checked when it is fitted.
+
+        Raises
+        ------
+        ValueError
+            If ``delta`` is not in (0, 1).
+        """
         delta = check_fraction(delta, "delta")
         return cls(
             auto=CertifiedPrecisionThreshold(auto_target, delta / 2, n_starts=n_starts),

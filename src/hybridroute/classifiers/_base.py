@@ -43,6 +43,21 @@ class RankedLabels:
     ``"invalid_label"``, ``"provider_error"``, ``"timeout"``) when the classifier could not
     answer. ``usage`` holds per-item accounting (requests, tokens, cost, cached) where the
     classifier has any.
+
+    Parameters
+    ----------
+    labels : tuple of str
+        At most ``k`` labels of the classifier's label set, best first; empty for an
+        abstention.
+    scores : tuple of float
+        The classifier's score of each label, in the same order (uncalibrated: a
+        probability for the local and embedding classifiers, the model's raw score for the
+        LLM one). Not checked against ``labels``; the classifiers build both together.
+    abstain_reason : str or None, default None
+        Why the classifier gave no label; ``None`` when it answered.
+    usage : dict, default {}
+        Per-item accounting (``requests``, tokens, ``cost_usd``, ``cached``, the cascade's
+        ``stage``...); empty for a local classifier.
     """
 
     labels: tuple[str, ...]

@@ -54,7 +54,8 @@ import numpy as np
 from .._integrity import is_sha256_hex
 from ..exceptions import ArtifactError
 from ._base import IntentClassifier, RankedLabels
-from ._llm import LLMBatch, LLMClassifier, _run_sync
+from ._llm import LLMBatch, LLMClassifier
+from ._llm_loop import run_sync as _run_sync
 
 __all__ = ["CascadeBatch", "CascadeClassifier", "CascadeReport"]
 
@@ -337,7 +338,36 @@ class CascadeClassifier(IntentClassifier):
         """A cascade over two already fitted classifiers (nothing is refitted or copied).
 
         A threshold or policy that names its model must name ``local``; one that names
-        none is taken as fitted on ``local``'s scores. Parameters are those of the class.
+        none is taken as fitted on ``local``'s scores.
+
+        Parameters
+        ----------
+        local : IntentClassifier
+            The fitted first stage, used as it is (``local_ is local``).
+        llm : LLMClassifier
+            The fitted second stage; its label set must hold every label of ``local``.
+        threshold : float or None, default None
+            Escalate items whose local top-label score is below this value.
+        policy : object or None, default None
+            A fitted threshold fitter or policy giving the threshold instead. Exactly one
+            of ``threshold`` and ``policy`` is required.
+        model_fingerprint : str or None, default None
+            Fingerprint of the model the threshold or policy was fitted on (64 lowercase
+            hex digits); must agree with the one a policy records, and with ``local``'s.
+
+        Returns
+        -------
+        CascadeClassifier
+            Fitted, ready to :meth:`classify`.
+
+        Raises
+        ------
+        ValueError
+            If an argument is of the wrong kind, both or neither of ``threshold`` and
+            ``policy`` is given, the LLM's label set lacks a local label, or the named
+            model is not ``local``.
+        NotFittedError
+            If ``local`` or ``llm`` is not fitted.
         """
         out = cls(
             local, llm, threshold=threshold, policy=policy, model_fingerprint=model_fingerprint

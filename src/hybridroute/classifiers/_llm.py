@@ -16,284 +16,47 @@ No item is ever given a made-up label: an item that could not be answered is an
 abstention with a reason code, in :meth:`LLMClassifier.rank` and :meth:`classify`, and
 ``None`` in :meth:`LLMClassifier.predict`. One item's failure never stops a batch.
 
-This module does not import litellm or instructor; only :mod:`._llm_seam` does, and only
-when a batch actually needs a request.
+The parts it is built from: the result types (:mod:`._llm_results`), the per-item ask
+(:mod:`._llm_ask`), the shared background loop of the synchronous methods
+(:mod:`._llm_loop`) and the configuration vocabulary (:mod:`._llm_options`). None of them
+imports litellm or instructor; only the seam (:mod:`._llm_seam`) does, and only when a
+batch actually needs a request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import os
-import threading
 import time
 import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
-from ..exceptions import LLMError, UserInputError
+from ..exceptions import UserInputError
 from ._base import IntentClassifier, RankedLabels
+from ._llm_ask import item_asker
 from ._llm_cache import AnswerCache, answer_fields, cache_key
 from ._llm_confidence import CONFIDENCE_METHODS, ConfidenceMethod, make_confidence_method
+from ._llm_loop import BackgroundLoop, run_sync
+from ._llm_options import DEFAULT_MAX_RESPONSE_BYTES, MODE_NAMES, NO_KEY, SECRET_PARAMS
+from ._llm_results import LLMBatch, LLMBatchReport, LLMItemResult, batch_report, cached_item
 from ._prompt import PromptTemplate
-from ._retry import AttemptResult, LabelFailure, RetrySettings, Usage, ask_with_budgets
+from ._retry import RetrySettings
 
 __all__ = [
     "LLMBatch",
     "LLMBatchReport",
     "LLMClassifier",
     "LLMItemResult",
-    "configure_from_cli",
+    "fit_llm",
 ]
 
-#: Structured-output modes (see ``_llm_seam.MODES``), named here so that validating a
-#: configuration does not import litellm.
-MODE_NAMES: tuple[str, ...] = ("tools", "json", "md_json", "json_schema")
-
-#: Keys that would put a credential into a saved configuration.
-_SECRET_PARAMS = frozenset(
-    {
-        "api_key",
-        "headers",
-        "extra_headers",
-        "aws_access_key_id",
-        "aws_secret_access_key",
-        "aws_session_token",
-        "azure_ad_token",
-        "client_secret",
-        "password",
-        "vertex_credentials",
-    }
-)
-
-#: Placeholder key sent to an ``api_base`` when no ``api_key_env`` is configured: local
-#: OpenAI-compatible servers (vLLM, llama.cpp, Ollama, the stand-in) ignore it.
-NO_KEY = "no-key-required"
-
 _CHUNK = 4096  # items scheduled at once (bounds memory for huge batches)
-
-#: Default response byte limit (1 MiB); the same value as
-#: ``_llm_seam.DEFAULT_MAX_RESPONSE_BYTES``, named here so that configuring a classifier
-#: does not import litellm.
-DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
-
-T = TypeVar("T")
-
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LLMItemResult:
-    """What the LLM classifier said about one text.
-
-    ``scores`` are raw (uncalibrated) scores of the labels the model gave, best first;
-    empty for an abstention, whose ``abstain_reason`` is set (``invalid_label``,
-    ``provider_error``, ``timeout``) and ``detail`` says why.
-    """
-
-    scores: tuple[tuple[str, float], ...]
-    abstain_reason: str | None = None
-    detail: str | None = None
-    confidence_source: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    cached: bool = False
-
-    @property
-    def label(self) -> str | None:
-        return self.scores[0][0] if self.scores else None
-
-    @property
-    def abstained(self) -> bool:
-        return self.abstain_reason is not None
-
-    def usage_dict(self) -> dict[str, Any]:
-        out = self.usage.to_dict()
-        out["cached"] = self.cached
-        if self.confidence_source is not None:
-            out["confidence_source"] = self.confidence_source
-        if self.detail is not None:
-            out["detail"] = self.detail
-        return out
-
-    def to_cache(self) -> dict[str, Any]:
-        return {
-            "scores": [[label, score] for label, score in self.scores],
-            "confidence_source": self.confidence_source,
-            "usage": self.usage.to_dict(),
-        }
-
-    @classmethod
-    def from_cache(cls, value: Mapping[str, Any]) -> LLMItemResult:
-        return cls(
-            scores=tuple((str(label), float(score)) for label, score in value["scores"]),
-            confidence_source=value.get("confidence_source"),
-            usage=Usage(cost_usd=0.0),
-            cached=True,
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LLMBatchReport:
-    """Accounting of one batch.
-
-    ``requests`` counts HTTP requests actually made (0 on a fully cached rerun);
-    ``request_outcomes`` counts them by outcome (``answered``, ``invalid_label``,
-    ``rate_limit``, ``server_error``, ``timeout``, ...); ``abstentions`` counts abstained
-    items by reason code. ``cost_usd`` is ``None`` when some answer had no known price
-    (a model missing from litellm's cost map).
-    """
-
-    n_items: int
-    n_unique: int
-    n_answered: int
-    n_abstained: int
-    abstentions: dict[str, int]
-    cache_hits: int
-    requests: int
-    request_outcomes: dict[str, int]
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float | None
-    seconds: float
-
-    @property
-    def labels_per_second(self) -> float:
-        return self.n_items / self.seconds if self.seconds > 0 else float("inf")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "n_items": self.n_items,
-            "n_unique": self.n_unique,
-            "n_answered": self.n_answered,
-            "n_abstained": self.n_abstained,
-            "abstentions": dict(sorted(self.abstentions.items())),
-            "cache_hits": self.cache_hits,
-            "requests": self.requests,
-            "request_outcomes": dict(sorted(self.request_outcomes.items())),
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.prompt_tokens + self.completion_tokens,
-            "cost_usd": self.cost_usd,
-            "seconds": self.seconds,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class LLMBatch:
-    """The results of :meth:`LLMClassifier.classify`, in input order, and their report."""
-
-    items: list[LLMItemResult]
-    report: LLMBatchReport
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-class _BackgroundLoop:
-    """One event loop in a daemon thread, shared by every synchronous call.
-
-    Running each synchronous batch in a fresh ``asyncio.run`` loop would leave litellm's
-    per-loop HTTP connection pools open behind it (file descriptors leak with every call);
-    one long-lived loop keeps reusing them.
-    """
-
-    _lock = threading.Lock()
-    _loop: asyncio.AbstractEventLoop | None = None
-    _thread: threading.Thread | None = None
-    _pid: int | None = None
-    #: The LLM seam's HTTP clients on this loop (a ``_llm_seam.ClientCache``), kept for
-    #: the life of the loop so that batches reuse connections, as litellm's own cache does.
-    _clients: Any = None
-    _exit_hook = False
-
-    @classmethod
-    def get(cls) -> asyncio.AbstractEventLoop:
-        with cls._lock:
-            alive = cls._thread is not None and cls._thread.is_alive()
-            if cls._loop is None or not alive or cls._pid != os.getpid():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="hybridroute-llm-loop", daemon=True
-                )
-                thread.start()
-                cls._loop, cls._thread, cls._pid = loop, thread, os.getpid()
-                cls._clients = None  # clients belong to their loop (and process)
-            return cls._loop
-
-    @classmethod
-    def clients_for(cls, loop: asyncio.AbstractEventLoop) -> Any:
-        """The seam's shared client cache when ``loop`` is this background loop, else
-        ``None`` (a caller's own loop: each batch builds and closes its clients)."""
-        with cls._lock:
-            if loop is not cls._loop or cls._pid != os.getpid():
-                return None
-            if cls._clients is None:
-                from ._llm_seam import ClientCache  # imports litellm: only when asking
-
-                cls._clients = ClientCache()
-                if not cls._exit_hook:
-                    atexit.register(cls._close_clients)
-                    cls._exit_hook = True
-            return cls._clients
-
-    @classmethod
-    def _close_clients(cls) -> None:
-        """At exit: close the shared clients on their own loop, so no connection pool is
-        left for the interpreter's teardown to complain about (bounded wait)."""
-        with cls._lock:
-            loop, clients, pid = cls._loop, cls._clients, cls._pid
-            cls._clients = None
-        if clients is None or loop is None or pid != os.getpid() or not loop.is_running():
-            return
-        future = asyncio.run_coroutine_threadsafe(clients.aclose(), loop)
-        with contextlib.suppress(Exception):
-            future.result(timeout=5)
-
-
-def _run_sync(factory: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine to completion from synchronous code (also from inside a loop)."""
-    loop = _BackgroundLoop.get()
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:  # a coroutine on our own loop must await aclassify instead
-        raise RuntimeError("call aclassify() from a coroutine running on this loop")
-
-    async def call() -> T:
-        return await factory()
-
-    future = asyncio.run_coroutine_threadsafe(call(), loop)
-    try:
-        return future.result()
-    except BaseException:
-        future.cancel()  # e.g. KeyboardInterrupt: stop the batch, not only the wait
-        raise
-
-
-def _usage_from_error(exc: LLMError) -> Usage:
-    data = exc.usage or {}
-    cost = data.get("cost_usd", 0.0)
-    return Usage(
-        requests=int(data.get("requests", exc.attempts) or 0),
-        prompt_tokens=int(data.get("prompt_tokens", 0) or 0),
-        completion_tokens=int(data.get("completion_tokens", 0) or 0),
-        cost_usd=None if cost is None else float(cost),
-    )
-
-
-def _outcome_name(result: AttemptResult) -> str:
-    if isinstance(result, LabelFailure):
-        return "invalid_label"
-    kind = getattr(result, "kind", None)
-    return str(kind) if kind is not None else "answered"
 
 
 # --------------------------------------------------------------------------- the classifier
@@ -347,7 +110,7 @@ class LLMClassifier(IntentClassifier):
         OpenAI-compatible ``api_base``) and for ``anthropic/``, ``ollama/``,
         ``ollama_chat/`` and ``hosted_vllm/``; other providers (Bedrock, Vertex, Azure,
         Groq...) are reached through litellm's own clients and are bounded only by the
-        timeout (see :mod:`hybridroute.classifiers._llm_seam`). ``None`` switches it off.
+        timeout (see :mod:`hybridroute.classifiers._llm_clients`). ``None`` switches it off.
 
     Attributes
     ----------
@@ -463,7 +226,7 @@ class LLMClassifier(IntentClassifier):
             raise ValueError(
                 f"max_response_bytes must be a positive integer or None, got {limit!r}"
             )
-        secret = sorted(set(self.extra_params or {}) & _SECRET_PARAMS)
+        secret = sorted(set(self.extra_params or {}) & SECRET_PARAMS)
         if secret:
             raise ValueError(
                 f"extra_params must not carry credentials ({', '.join(secret)}); "
@@ -550,7 +313,7 @@ class LLMClassifier(IntentClassifier):
     def classify(self, texts: Sequence[str]) -> LLMBatch:
         """Classify ``texts``; never raises for a failed item (it abstains)."""
         texts = list(texts)
-        return _run_sync(lambda: self.aclassify(texts))
+        return run_sync(lambda: self.aclassify(texts))
 
     async def aclassify(self, texts: Sequence[str]) -> LLMBatch:
         """Async :meth:`classify`: at most ``max_concurrency`` requests in flight."""
@@ -575,7 +338,7 @@ class LLMClassifier(IntentClassifier):
                 classes = {str(c) for c in self.classes_}
                 refused = 0
                 for key, value in cache.get_many(unique).items():
-                    item = _cached_item(value, classes)
+                    item = cached_item(value, classes)
                     if item is None:
                         refused += 1
                     else:
@@ -610,18 +373,10 @@ class LLMClassifier(IntentClassifier):
         for key in keys:
             result = results[key]
             if key in seen and not result.cached:
-                # A repeated text in the batch reuses the first answer: no new request.
-                result = LLMItemResult(
-                    scores=result.scores,
-                    abstain_reason=result.abstain_reason,
-                    detail=result.detail,
-                    confidence_source=result.confidence_source,
-                    usage=Usage(cost_usd=0.0),
-                    cached=True,
-                )
+                result = result.reused()  # a repeated text: the first answer, no request
             seen.add(key)
             items.append(result)
-        report = self._report(items, outcomes, len(unique), cache_hits, started)
+        report = batch_report(items, outcomes, len(unique), cache_hits, started)
         return LLMBatch(items=items, report=report)
 
     def _make_ask(
@@ -635,7 +390,6 @@ class LLMClassifier(IntentClassifier):
 
         settings = self._settings()
         labels = [str(c) for c in self.classes_]
-        template = self.prompt_
         asker = LiteLLMLabelAsker(
             model=self.model,
             labels=labels,
@@ -647,79 +401,17 @@ class LLMClassifier(IntentClassifier):
             timeout=settings.timeout,
             extra_params=self.extra_params,
             max_response_bytes=self.max_response_bytes,
-            clients=_BackgroundLoop.clients_for(asyncio.get_running_loop()),
+            clients=BackgroundLoop.clients_for(asyncio.get_running_loop()),
         )
         closers.append(asker.aclose)  # closes only clients not kept in the shared cache
-        semaphore = asyncio.Semaphore(self.max_concurrency)
-        temperature = method.temperature
-
-        async def attempt(messages: Sequence[Mapping[str, Any]]) -> AttemptResult:
-            async with semaphore:
-                result = await asker.attempt(messages, temperature=temperature)
-            outcomes[_outcome_name(result)] += 1
-            return result
-
-        def reask(failure: LabelFailure) -> list[dict[str, str]]:
-            return template.repair_messages(failure.raw, failure.error)
-
-        async def sample(messages: list[dict[str, str]], key: str) -> Any:
-            try:
-                return await ask_with_budgets(attempt, messages, settings, reask=reask, key=key)
-            except LLMError as exc:
-                return exc
-
-        async def ask(key: str, text: str) -> LLMItemResult:
-            messages = template.render(labels, text)
-            done = await asyncio.gather(
-                *(sample(messages, f"{key}:{i}") for i in range(method.n_samples))
-            )
-            usage = Usage(cost_usd=0.0)
-            answers = []
-            failures: list[LLMError] = []
-            for item in done:
-                if isinstance(item, LLMError):
-                    failures.append(item)
-                    usage = usage + _usage_from_error(item)
-                else:
-                    answers.append(item.answer)
-                    usage = usage + item.usage
-            if not answers:
-                reasons = Counter(f.reason_code for f in failures)
-                reason = max(reasons, key=lambda r: (reasons[r], -_first(failures, r)))
-                detail = next(str(f) for f in failures if f.reason_code == reason)
-                return LLMItemResult(scores=(), abstain_reason=reason, detail=detail, usage=usage)
-            scores, source = method.scores(answers)
-            order = {label: i for i, label in enumerate(labels)}
-            ranked = tuple(sorted(scores.items(), key=lambda kv: (-kv[1], order.get(kv[0], 0))))
-            return LLMItemResult(scores=ranked, confidence_source=source, usage=usage)
-
-        return ask
-
-    def _report(
-        self,
-        items: Sequence[LLMItemResult],
-        outcomes: Counter[str],
-        n_unique: int,
-        cache_hits: int,
-        started: float,
-    ) -> LLMBatchReport:
-        usage = Usage(cost_usd=0.0)
-        for item in items:
-            usage = usage + item.usage
-        abstentions = Counter(i.abstain_reason for i in items if i.abstain_reason is not None)
-        return LLMBatchReport(
-            n_items=len(items),
-            n_unique=n_unique,
-            n_answered=sum(1 for i in items if not i.abstained),
-            n_abstained=sum(abstentions.values()),
-            abstentions=dict(abstentions),
-            cache_hits=cache_hits,
-            requests=usage.requests,
-            request_outcomes=dict(outcomes),
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cost_usd=usage.cost_usd,
-            seconds=time.perf_counter() - started,
+        return item_asker(
+            asker,
+            template=self.prompt_,
+            labels=labels,
+            method=method,
+            settings=settings,
+            max_concurrency=self.max_concurrency,
+            outcomes=outcomes,
         )
 
     # ------------------------------------------------------------------ classifier API
@@ -802,7 +494,7 @@ class LLMClassifier(IntentClassifier):
     def from_config(cls, config: Mapping[str, Any]) -> LLMClassifier:
         """Rebuild an unfitted classifier from :meth:`get_config` output."""
         data = dict(config)
-        unknown = sorted(set(data) - set(cls._CONFIG_KEYS))
+        unknown = sorted(set(data) - set(cls._param_names()))
         if unknown:
             raise ValueError(f"unknown LLMClassifier config key(s): {', '.join(unknown)}")
         if data.get("prompt") is not None:
@@ -813,37 +505,6 @@ class LLMClassifier(IntentClassifier):
         out = cls(model, **data)
         out._validate_params()
         return out
-
-    _CONFIG_KEYS = (
-        "model",
-        "api_base",
-        "api_key_env",
-        "prompt",
-        "retry",
-        "mode",
-        "confidence",
-        "n_samples",
-        "sample_temperature",
-        "temperature",
-        "max_concurrency",
-        "cache_dir",
-        "n_examples_per_label",
-        "seed",
-        "extra_params",
-        "max_response_bytes",
-    )
-
-    def get_params(self, deep: bool = False) -> dict[str, Any]:
-        """The constructor arguments, as a dict (``deep`` is accepted and ignored)."""
-        return {name: getattr(self, name) for name in self._CONFIG_KEYS}
-
-    def set_params(self, **params: Any) -> LLMClassifier:
-        """Set constructor arguments; returns ``self``."""
-        for name, value in params.items():
-            if name not in self._CONFIG_KEYS:
-                raise ValueError(f"unknown parameter {name!r} of {type(self).__name__}")
-            setattr(self, name, value)
-        return self
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return {"config": self.get_config(), "fitted": self.get_state()}
@@ -881,29 +542,10 @@ class LLMClassifier(IntentClassifier):
         return self
 
 
-def _cached_item(value: Any, classes: set[str]) -> LLMItemResult | None:
-    """A cache entry as an item, or ``None`` when it is malformed or names a label outside
-    the label set (a damaged or hand-edited cache must never route)."""
-    try:
-        item = LLMItemResult.from_cache(value)
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not item.scores or not isinstance(item.confidence_source, str | None):
-        return None
-    for label, score in item.scores:
-        if label not in classes or not (0.0 <= score <= 1.0):  # also refuses NaN
-            return None
-    return item
+# --------------------------------------------------------------------------- configure and fit
 
 
-def _first(failures: Sequence[LLMError], reason: str) -> int:
-    return next(i for i, f in enumerate(failures) if f.reason_code == reason)
-
-
-# --------------------------------------------------------------------------- CLI helper
-
-
-def configure_from_cli(
+def fit_llm(
     texts: Sequence[str],
     labels: Sequence[str],
     *,
@@ -921,22 +563,37 @@ def configure_from_cli(
     seed: int = 0,
     max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> LLMClassifier:
-    """Configure and fit an :class:`LLMClassifier` for ``hybridroute train --classifier llm``.
+    """Configure an :class:`LLMClassifier` and fit it on ``texts`` / ``labels``.
 
-    Fitting records the label set of the training split (and draws few-shot examples);
-    it makes no request. ``prompt_path`` is a JSON or YAML prompt template (see
-    :meth:`PromptTemplate.from_file`).
+    Fitting records the label set of the training texts (and draws few-shot examples);
+    it makes no request. ``hybridroute train --classifier llm`` calls it.
+
+    Parameters
+    ----------
+    texts, labels : sequence of str
+        The training texts and their labels (the label set, few-shot examples).
+    model, api_base, api_key_env, mode, confidence, n_samples
+        As for :class:`LLMClassifier`.
+    max_concurrency, n_examples_per_label, seed, max_response_bytes
+        As for :class:`LLMClassifier`.
+    prompt_path : str or path-like or None
+        A JSON or YAML prompt template (see :meth:`PromptTemplate.from_file`).
+    timeout : float or None
+        Seconds one request may take (``RetrySettings.timeout``); ``None``: the default.
+    cache_dir : str or path-like or None
+        Directory of the on-disk answer cache; ``None`` disables caching.
 
     Raises
     ------
-    UserInputError
-        A malformed prompt file (``SpecError``, naming file and field) or option.
+    SpecError
+        A malformed prompt file (naming file and field), or a parameter value that is
+        refused (the message names the parameter).
     """
     from ..exceptions import SpecError
 
     prompt = PromptTemplate.from_file(prompt_path) if prompt_path is not None else None
-    retry = RetrySettings(timeout=timeout) if timeout is not None else None
     try:
+        retry = RetrySettings(timeout=timeout) if timeout is not None else None
         clf = LLMClassifier(
             model,
             api_base=api_base,
@@ -954,4 +611,4 @@ def configure_from_cli(
         )
         return clf.fit(texts, labels)
     except ValueError as exc:
-        raise SpecError(f"--classifier llm: {exc}") from None
+        raise SpecError(str(exc)) from None

@@ -133,7 +133,26 @@ class RetrySettings:
         return base * (1.0 - self.jitter * u)
 
     def delay(self, retry_number: int, key: str = "", retry_after: float | None = None) -> float:
-        """The wait before a transport retry: the backoff, or at least ``retry_after``."""
+        """The wait before a transport retry: the backoff, or at least ``retry_after``.
+
+        Parameters
+        ----------
+        retry_number : int
+            Which transport retry of the question this is, 1-based (values below 1 get
+            the first retry's backoff).
+        key : str, default ""
+            Identifies the question; with the seed and ``retry_number`` it fixes the
+            jitter draw, so a rerun waits the same.
+        retry_after : float or None, default None
+            Seconds the provider asked to wait (``Retry-After``); the wait is at least
+            this. Not capped here: the caller ends a question whose ``retry_after``
+            exceeds ``max_retry_after`` before asking.
+
+        Returns
+        -------
+        float
+            Seconds to wait.
+        """
         wait = self.backoff(retry_number, key)
         if retry_after is not None:
             wait = max(wait, retry_after)

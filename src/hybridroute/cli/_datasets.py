@@ -69,11 +69,16 @@ def _options(
     return out
 
 
-def _load(ref: str, options: dict[str, Any]) -> LabelledSet:
-    from ..datasets import load_dataset
+def load_set(ref: str, options: dict[str, Any], schema: FactSchema | None = None) -> LabelledSet:
+    """``ref`` loaded with ``options`` (with ``schema``: every fact checked against it, by
+    :func:`hybridroute.datasets._registry.load_checked`); an option that does not apply to
+    the reference is a usage error."""
+    from ..datasets._registry import load_checked, load_dataset
 
     try:
-        return load_dataset(ref, **options)
+        return (
+            load_dataset(ref, **options) if schema is None else load_checked(ref, schema, **options)
+        )
     except TypeError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -101,37 +106,6 @@ def load_schema(rules: Path | None, router: Path | None) -> tuple[FactSchema, st
         ruleset = load_rules(rules)
         where = str(rules)
     return ruleset.schema, f"{ruleset.name} {ruleset.version} ({where})"
-
-
-def load_checked(ref: str, options: dict[str, Any], schema: FactSchema) -> LabelledSet:
-    """Load ``ref`` with every fact checked against ``schema``.
-
-    A file is read with the schema (each CSV cell as its declared type, the file's rows
-    named in errors; ``on_error="skip"`` in ``options`` lists every bad row); a named set
-    is loaded and then checked with :meth:`LabelledSet.check_facts`.
-
-    Raises
-    ------
-    DatasetError
-        For the first fact the schema refuses, naming row and column.
-    """
-    from ..datasets._registry import _resolve
-    from ..exceptions import DatasetError
-
-    if _resolve(ref)[0] != "named":
-        return _load(ref, {**options, "fact_types": schema})
-    ds = _load(ref, options)
-    problems = ds.check_facts(schema)
-    if problems:
-        first = problems[0]
-        reason = first.reason
-        if first.id is not None:
-            reason += f" (row id {first.id!r})"
-        bad_rows = sum(1 for p in problems if p.row is not None)
-        if bad_rows > 1:
-            reason += f"; {bad_rows:,} rows break the facts schema in all"
-        raise DatasetError(reason, path=ds.name, row=first.row, column=first.column)
-    return ds
 
 
 def print_notes(file: Path | str, notes: tuple[str, ...] | list[str], *, hint: bool) -> None:
@@ -350,7 +324,7 @@ def show_command(
         label_set=label_set,
         on_error="skip" if skip_bad_rows else None,
     )
-    info = _summary(_load(ref, options))
+    info = _summary(load_set(ref, options))
     if as_json:
         from .._scrub import Scrubber
 
@@ -398,7 +372,7 @@ def validate_command(
         on_error="skip" if all_rows else None,
     )
     ref = f"{kind}:{file}"
-    ds = _load(ref, options) if declared is None else load_checked(ref, options, declared[0])
+    ds = load_set(ref, options, None if declared is None else declared[0])
     if ds.skipped:
         from .._scrub import Scrubber
 
@@ -463,7 +437,7 @@ def export_command(
         split_column=split_column,
         id_column=id_column,
     )
-    ds = _load(ref, options)
+    ds = load_set(ref, options)
     note = ""
     if scrub:
         original = ds.fingerprint

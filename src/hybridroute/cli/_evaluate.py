@@ -15,6 +15,64 @@ import typer
 
 from ..exceptions import UserInputError
 
+#: What ``--json`` prints: the headline metrics, the count each is over, and the breakdowns.
+_JSON_KEYS = (
+    "n",
+    "n_classified",
+    "n_auto_routed",
+    "n_next_step",
+    "n_with_confidence",
+    "accuracy",
+    "accuracy_ci",
+    "macro_f1",
+    "macro_f1_ci",
+    "ece",
+    "aurc",
+    "coverage",
+    "selective_precision",
+    "next_step_accuracy",
+    "next_step_accuracy_ci",
+    "abstention_rate",
+    "decisions_by_stage",
+    "abstentions_by_reason",
+    "fallbacks_by_cause",
+    "bootstrap",
+    "latency",
+    "usage",
+    "label_mix",
+    "dataset",
+    "split",
+    "dataset_fingerprint",
+    "mode",
+)
+
+
+def headline_lines(ev: dict[str, Any]) -> list[str]:
+    """The metrics as the report's table names them, each count saying what it counts
+    (:func:`hybridroute.evaluation._report._headline`: one definition of the labels), then
+    decisions by stage with what each stage means, and fallbacks by cause."""
+    from ..evaluation._report import STAGE_MEANING, _headline
+
+    lines = [
+        f"  {name:<22} {_fmt(value):>18}  {meaning}"
+        for name, value, meaning in _headline(ev)
+        if value is not None
+    ]
+    stages = ev.get("decisions_by_stage") or {}
+    if stages:
+        lines.append(f"  decisions by stage (of the {ev.get('n')} items):")
+        names = [*STAGE_MEANING, *(k for k in stages if k not in STAGE_MEANING)]
+        for stage in names:
+            lines.append(
+                f"    {stage:<10} {stages.get(stage, 0):>7}  {STAGE_MEANING.get(stage, '')}".rstrip()
+            )
+    causes = ev.get("fallbacks_by_cause") or {}
+    if causes:
+        lines.append("  fallbacks by cause (the fallback stage's decisions):")
+        width = max(len(c) for c in causes)
+        lines += [f"    {cause:<{width}} {count:>7}" for cause, count in causes.items()]
+    return lines
+
 
 def _fmt(v: Any) -> str:
     if v is None:
@@ -64,8 +122,8 @@ def evaluate(
     import warnings
 
     from .._scrub import Scrubber
-    from ..datasets import load_dataset
     from ..evaluation import evaluate_classifier, evaluate_router, write_report
+    from ._datasets import load_set
 
     if (model is None) == (router is None):
         raise typer.BadParameter(
@@ -82,14 +140,12 @@ def evaluate(
     r = None
     if router is not None:
         from ..router import load_router
-        from ._datasets import load_checked
 
         r = load_router(router)
-        # every fact checked against the router's schema before anything is routed: a
-        # bad one is exit 2 naming row and column, not a refusal in the middle of the batch
-        ds = load_checked(dataset, options, r.rules.schema)
-    else:
-        ds = load_dataset(dataset, **options)
+    # with a router, every fact is checked against its schema before anything is routed
+    # (datasets._registry.load_checked): a bad one is exit 2 naming row and column, not a
+    # refusal in the middle of the batch
+    ds = load_set(dataset, options, None if r is None else r.rules.schema)
     if split not in ds.splits:
         raise UserInputError(
             f"{ds.name} has no split {split!r} (splits: {', '.join(ds.splits) or 'none'})"
@@ -170,54 +226,15 @@ def evaluate(
             )
         if tracker.warning:
             typer.echo(f"warning: {scrub.text(tracker.warning)}", err=True)
-    keys = (
-        "n",
-        "accuracy",
-        "accuracy_ci",
-        "macro_f1",
-        "macro_f1_ci",
-        "ece",
-        "aurc",
-        "coverage",
-        "selective_precision",
-        "next_step_accuracy",
-        "next_step_accuracy_ci",
-        "abstention_rate",
-        "decisions_by_stage",
-        "abstentions_by_reason",
-        "latency",
-        "usage",
-        "label_mix",
-        "dataset",
-        "split",
-        "dataset_fingerprint",
-        "mode",
-    )
-    out = {k: result.get(k) for k in keys if k in result}
+    out = {k: result.get(k) for k in _JSON_KEYS if k in result}
     out["report"] = {k: str(v) for k, v in files.items()} if files else None
     out["mlflow_run_id"] = run_id
     if as_json:
         typer.echo(scrub.json(out, indent=2))
         return
-    out = scrub.value(out)
     typer.echo(scrub.text(title))
-    for k in (
-        "n",
-        "accuracy",
-        "accuracy_ci",
-        "macro_f1",
-        "ece",
-        "aurc",
-        "coverage",
-        "selective_precision",
-        "next_step_accuracy",
-        "next_step_accuracy_ci",
-        "abstention_rate",
-    ):
-        if out.get(k) is not None:
-            typer.echo(f"  {k:<24} {_fmt(out[k])}")
-    if out.get("decisions_by_stage"):
-        typer.echo(f"  {'decisions by stage':<24} {out['decisions_by_stage']}")
+    for line in headline_lines(scrub.value(out)):
+        typer.echo(line)
     if files:
         typer.echo(f"  report: {scrub.text(str(files['html']))}")
     if run_id and tracker is not None:

@@ -6,7 +6,6 @@ master ``spark-submit`` gave it, or else in ``local[2]``.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +56,6 @@ def _spark_router(
     return SparkRouter(spark, model_uri, tracking_uri=tracking_uri, env_manager=env_manager)
 
 
-def _fmt(v: Any) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "–"
-    return f"{v:.4f}" if isinstance(v, float) else str(v)
-
-
 def evaluate_cmd(
     router: Path | None = typer.Option(None, "--router", help="Router bundle directory."),
     model_uri: str | None = typer.Option(
@@ -101,9 +94,11 @@ def evaluate_cmd(
     try:
         sr = _spark_router(spark, router, model_uri, tracking_uri, env_manager)
         if dataset is not None:
-            from ..datasets import load_dataset
+            from ._datasets import load_set
 
-            ds = load_dataset(dataset)
+            # every fact checked against the router's schema before anything is routed:
+            # a bad one is exit 2 naming row and column, as in `hybridroute evaluate --router`
+            ds = load_set(dataset, {}, sr.router.rules.schema)
             if split != "all":
                 ds = ds.split(split)
             items = sr.items(ds, num_partitions=partitions)
@@ -124,21 +119,12 @@ def evaluate_cmd(
     if as_json:
         typer.echo(scrub.json(result, indent=2))
         return
+    from ._evaluate import headline_lines
+
     shown = scrub.value(dict(result))
-    typer.echo(
-        f"{shown['n']} items routed on Spark with {shown['router']} {shown['router_version']}"
-    )
-    for key in (
-        "accuracy",
-        "macro_f1",
-        "coverage",
-        "selective_precision",
-        "next_step_accuracy",
-        "abstention_rate",
-    ):
-        typer.echo(f"  {key}: {_fmt(shown.get(key))}")
-    stages = ", ".join(f"{k} {v}" for k, v in shown["decisions_by_stage"].items())
-    typer.echo(f"  decisions by stage: {stages}")
+    typer.echo(f"routed on Spark with {shown['router']} {shown['router_version']}")
+    for line in headline_lines(shown):  # the labels of `hybridroute evaluate` and the report
+        typer.echo(line)
 
 
 def replay_cmd(

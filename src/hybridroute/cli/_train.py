@@ -15,7 +15,7 @@ The saved manifest is sealed and records the model fingerprint (printed, and in
 with ``HYBRIDROUTE_SIGNING_KEY`` set it is also signed.
 
 The classifier kinds are built by one small function each: ``local`` here,
-``llm`` by :func:`hybridroute.classifiers._llm.configure_from_cli` (no request is made to
+``llm`` by :func:`hybridroute.classifiers._llm.fit_llm` (no request is made to
 configure it), and ``cascade`` from those two and the escalation threshold
 ``--escalate-below`` (a value fitted by ``hybridroute calibrate``; there is no default).
 Scoring the test split with ``llm`` or ``cascade`` sends requests, so it happens only with
@@ -200,9 +200,16 @@ def _llm_options(options: dict[str, Any], seed: int) -> dict[str, Any]:
 
 def build_llm(rows: _Rows, *, seed: int, llm_options: dict[str, Any]) -> IntentClassifier:
     """Configure the LLM classifier (records the label set; makes no request)."""
-    from ..classifiers._llm import configure_from_cli
+    from ..classifiers._llm import fit_llm
+    from ..exceptions import SpecError
 
-    return configure_from_cli(rows.texts, rows.labels, **_llm_options(llm_options, seed))
+    options = _llm_options(llm_options, seed)
+    try:
+        return fit_llm(rows.texts, rows.labels, **options)
+    except SpecError as exc:
+        if exc.path is not None:  # a prompt template's own error names its file and field
+            raise
+        raise SpecError(f"--classifier llm: {exc}") from None
 
 
 def build_cascade(

@@ -20,12 +20,12 @@ from __future__ import annotations
 import csv
 import io
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._csv import unescape_formula
+from .._labelled_rows import has_bad_bytes
 from .._safeio import env_byte_limit, parse_json, read_bytes
 from ..exceptions import DatasetError, InputError
 
@@ -39,8 +39,6 @@ MAX_FILE_BYTES_ENV = "HYBRIDROUTE_MAX_DATASET_BYTES"
 MAX_LINE_BYTES = 1_000_000
 #: The CSV reader's per-field limit (the standard library's default is 131,072).
 MAX_FIELD_CHARS = 1_000_000
-
-_SURROGATE_RE = re.compile("[\udc80-\udcff]")
 
 
 def file_byte_limit() -> int:
@@ -74,11 +72,6 @@ def read_limited(path: str | os.PathLike[str], what: str = "dataset file") -> by
         if "larger than the limit" in reason:
             reason += f" (set {MAX_FILE_BYTES_ENV} to raise it)"
         raise DatasetError(reason, path=os.fspath(path)) from None
-
-
-def has_bad_bytes(value: str) -> bool:
-    """Whether ``value`` carries bytes that were not valid UTF-8 (as lone surrogates)."""
-    return _SURROGATE_RE.search(value) is not None
 
 
 @dataclass(slots=True)

@@ -18,24 +18,26 @@ import pandas as pd
 
 from .._canonical import canonical_json
 from .._csv import escape_formula, json_kind
+from .._labelled_rows import (
+    ANNOTATION_COLUMNS,
+    CORE_COLUMNS,
+    DEFAULT_MAX_TEXT_CHARS,
+    SPLIT_ORDER,
+    check_fact_value,
+    known_splits_hint,
+    missing_required,
+)
 from .._redact import REDACTED, Redactor
 from ..contracts import FactSchema
 from ..exceptions import DatasetError
 from ._io import RawTable
 from ._splits import SplitPlan, make_splits
 from ._validate import (
-    ANNOTATION_COLUMNS,
-    CORE_COLUMNS,
-    DEFAULT_MAX_TEXT_CHARS,
-    SPLIT_ORDER,
     FactProblem,
     Options,
     SkippedRow,
     build,
-    check_fact_value,
     fact_types_from,
-    known_splits_hint,
-    missing_required,
     text_key,
 )
 
@@ -76,6 +78,20 @@ class LabelledSet:
     Columns of :attr:`frame`: ``id``, ``text``, ``label``, ``split`` (``None`` when the
     set has no splits), then the fact columns (:attr:`fact_columns`), then whichever of
     the annotations ``next_step``, ``destination``, ``evidence``, ``tags`` the source had.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The rows, already validated and kept as they are (index reset, not copied): the
+        constructor checks nothing, so build a set with ``load_dataset`` or :meth:`from_frame`.
+    name, source, oos_label, skipped, notes
+        As the attributes of the same names (``skipped`` may hold plain tuples).
+    fact_columns : iterable of str, default ()
+        The columns of ``frame`` that are facts, in order.
+    fact_types : mapping of str to str or None, default None
+        Each fact column's type (``bool``, ``int``, ``number``, ``str``...).
+    provenance : mapping or None, default None
+        How the set was made (copied; ``name``, ``source`` and ``steps`` filled in if absent).
 
     Attributes
     ----------
@@ -167,8 +183,41 @@ class LabelledSet:
 
         Rows are numbered from 1 in frame order in error messages. Columns other than the
         text, label, split, id and annotation columns become facts (a ``facts`` column of
-        dicts is read as nested facts). Parameters are those of
-        :func:`~hybridroute.datasets.load_dataset` for files.
+        dicts is read as nested facts).
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            One row per labelled text; missing cells (``None``, ``NaN``, ``pd.NA``) are
+            absent values. A split column with every cell missing is dropped (unsplit set).
+        name : str, default "frame"
+            The set's name; error messages name it as the file.
+        text_column, label_column, split_column, id_column : str
+            The columns of the text, its label (a string or an integer), its split
+            (``train``, ``validation``, ``calibration``, ``test`` or an alias) and its
+            unique id; default ``text``, ``label``, ``split``, ``id``. Text and label must
+            exist; split and id must too when renamed (ids default to row numbers).
+        label_set : iterable of str or None, default None
+            The declared labels (a row labelled outside it is an error); ``None``: any.
+        fact_types : mapping of str to str, FactSchema or None, default None
+            Declared fact types, or a facts schema whose ``enum``, ``min`` / ``max`` and
+            required facts are checked too; other fact columns get their rows' usual type.
+        oos_label : str or None, default None
+            The label of out-of-scope rows, if any.
+        on_error : {"raise", "skip"}, default "raise"
+            Stop at the first bad row, or leave bad rows out (listed in :attr:`skipped`).
+        max_text_chars : int, default 10000
+            Longest text accepted, in characters.
+
+        Raises
+        ------
+        TypeError
+            If ``frame`` is not a DataFrame.
+        DatasetError
+            Naming row (from 1, frame order) and column: no rows, a missing column, or a
+            bad row under ``on_error="raise"``.
+        ValueError
+            If ``on_error`` is neither ``raise`` nor ``skip``.
         """
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"expected a pandas DataFrame, got {type(frame).__name__}")

@@ -9,14 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._labelled_rows import DEFAULT_MAX_TEXT_CHARS
 from ..contracts import FactSchema
 from ..exceptions import DatasetError
 from . import _bundled, _public
 from ._io import read_csv, read_jsonl, sniff_kind
 from ._labelled import LabelledSet
-from ._validate import DEFAULT_MAX_TEXT_CHARS, Options, build, fact_types_from
+from ._validate import Options, build, fact_types_from
 
-__all__ = ["list_datasets", "load_dataset"]
+__all__ = ["list_datasets", "load_checked", "load_dataset"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +146,53 @@ def load_dataset(ref: str | os.PathLike[str], **options: Any) -> LabelledSet:
     assert target is not None
     _check_options(f"{kind}:PATH", load_file, options, skip=("path", "kind"))
     return load_file(target, kind, **options)
+
+
+def load_checked(ref: str | os.PathLike[str], schema: FactSchema, **options: Any) -> LabelledSet:
+    """Load a labelled set with every fact checked against a facts schema.
+
+    What ``datasets validate --rules / --router``, ``evaluate --router``, ``spark evaluate
+    --dataset`` and the experiments' ``router`` kind load: a fact a router would refuse is
+    found before anything is routed, naming its row and column.
+
+    Parameters
+    ----------
+    ref : str or path
+        A :func:`load_dataset` reference.
+    schema : FactSchema
+        The declared facts, e.g. a router's ``router.rules.schema``.
+    **options
+        :func:`load_dataset` options (``fact_types`` is ``schema``).
+
+    Returns
+    -------
+    LabelledSet
+
+    Raises
+    ------
+    DatasetError
+        For the first fact the schema refuses, naming row and column. A file is read with
+        the schema (each CSV cell as its declared type, the file's rows named;
+        ``on_error="skip"`` lists every bad row instead, in :attr:`LabelledSet.skipped`);
+        a named set is loaded, then checked with :meth:`LabelledSet.check_facts` (its row
+        id is named too, and how many rows break the schema in all).
+    TypeError
+        When an option does not apply to the reference (as :func:`load_dataset`).
+    """
+    if _resolve(ref)[0] != "named":
+        return load_dataset(ref, **{**options, "fact_types": schema})
+    ds = load_dataset(ref, **options)
+    problems = ds.check_facts(schema)
+    if problems:
+        first = problems[0]
+        reason = first.reason
+        if first.id is not None:
+            reason += f" (row id {first.id!r})"
+        bad_rows = sum(1 for p in problems if p.row is not None)
+        if bad_rows > 1:
+            reason += f"; {bad_rows:,} rows break the facts schema in all"
+        raise DatasetError(reason, path=ds.name, row=first.row, column=first.column)
+    return ds
 
 
 def _check_options(

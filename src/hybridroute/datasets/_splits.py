@@ -31,6 +31,19 @@ class SplitPlan(Mapping[str, np.ndarray]):
     Behaves as a read-only mapping from split name to the (sorted) row positions in that
     split. Build one with :func:`make_splits`.
 
+    Parameters
+    ----------
+    fractions : mapping of str to float
+        The requested fractions; its keys are the splits the mapping holds (the
+        constructor does not check them: :func:`make_splits` does).
+    seed : int
+        The seed the split was made with.
+    assignment : sequence of str
+        The split name of each row, in row order; a name that is no key of
+        ``fractions`` puts its row in no split.
+    grouped : bool
+        Whether rows sharing a group key were kept together.
+
     Attributes
     ----------
     fractions : dict of str to float

@@ -5,20 +5,22 @@ the column as the user wrote them. Checks, in the order they run:
 
 1. per row: id, text (present, a string, valid UTF-8 without NUL characters, not blank,
    not absurdly long), label (present, a string or integer, inside the declared label
-   set), split (one of :data:`SPLIT_ORDER`, or an alias of one), annotations
-   (``next_step``, ``destination``, ``evidence``, ``tags``), fact cells (no NUL character
-   or invalid UTF-8 in any string, names included; in CSV, no cell that would read as
-   JSON with duplicate keys, deep nesting or ``NaN``, as an integer of more than 64
-   digits, or as a number too large for a float);
+   set), split (one of :data:`~hybridroute._labelled_rows.SPLIT_ORDER`, or an alias of
+   one), annotations (``next_step``, ``destination``, ``evidence``, ``tags``), fact cells
+   (no NUL character or invalid UTF-8 in any string, names included; in CSV, no cell
+   that would read as JSON with duplicate keys, deep nesting or ``NaN``, as an integer of
+   more than 64 digits, or as a number too large for a float);
 2. per fact column: every value has the column's type (declared, or else the type most
    rows have); an empty or blank string counts as an absent fact (``None``), in JSONL as in
    CSV, so the two formats read alike. Declared by a facts schema
    (:class:`~hybridroute.contracts.FactSchema`), every value also passes the fact's
-   ``enum`` and ``min`` / ``max``, a required fact (no default) is present in every row,
-   and an undeclared fact column is noted when the schema forbids extra facts. A CSV
-   column read as text whose cells also spell booleans or numbers is kept as written and
-   noted (:attr:`Built.notes`), naming the first row whose kind differs from the first
-   row's; fixed-width digit codes (``02134``, ``10001``) are text without a note;
+   ``enum`` and ``min`` / ``max`` (:func:`hybridroute._labelled_rows.check_fact_value`,
+   the check the streamed reader makes too), a required fact (no default) is present in
+   every row, and an undeclared fact column is noted when the schema forbids extra
+   facts. A CSV column read as text whose cells also spell booleans or numbers is kept as
+   written and noted (:attr:`Built.notes`), naming the first row whose kind differs from
+   the first row's; fixed-width digit codes (``02134``, ``10001``) are text without a
+   note;
 3. across rows: duplicate ids, and the same text given two different labels.
 
 With ``on_error="raise"`` the first problem (in row order within each pass) raises a
@@ -30,7 +32,7 @@ header only, a missing column, a single class) always raise.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -38,36 +40,45 @@ import pandas as pd
 
 from .._csv import json_kind, parse_csv_cell
 
-# The per-row checks and the split names live in hybridroute._labelled_rows (shared with
-# the streamed evaluation); the names the loaders import from here are re-exported.
+# The per-row checks, the fact check and the split names live in hybridroute._labelled_rows
+# (shared with the streamed evaluation); import them from there.
 from .._labelled_rows import (
     ANNOTATION_COLUMNS,
     DEFAULT_MAX_TEXT_CHARS,
+    check_fact_value,
+    first_missing_required,
     json_facts,
+    kind_ok,
+    name_list,
     read_label,
     read_text,
 )
-from .._labelled_rows import CORE_COLUMNS as CORE_COLUMNS
-from .._labelled_rows import FACTS_KEY as FACTS_KEY
 from .._labelled_rows import RESERVED_COLUMNS as _RESERVED
-from .._labelled_rows import SPLIT_ALIASES as SPLIT_ALIASES
-from .._labelled_rows import SPLIT_ORDER as SPLIT_ORDER
 from .._labelled_rows import RowProblem as _Bad
 from .._labelled_rows import check_chars as _check_chars
 from .._labelled_rows import check_csv_cell as _check_csv_cell
-from .._labelled_rows import known_splits_hint as known_splits_hint
-from .._labelled_rows import normalise_split as normalise_split
 from .._labelled_rows import read_annotation as _read_annotation
 from .._labelled_rows import read_id as _read_id
 from .._labelled_rows import read_split as _read_split
 from .._labelled_rows import short as _short
 from ..contracts import FactSchema, FactSpec
-from ..exceptions import DatasetError, FactsError
+from ..exceptions import DatasetError
 from ._io import RawTable
 
 
 class SkippedRow(NamedTuple):
-    """One row left out by ``on_error="skip"``: where, and why."""
+    """One row left out by ``on_error="skip"``: where, and why.
+
+    Parameters
+    ----------
+    row : int
+        The row as the user counts it: a CSV data row (1-based, the header is row 0,
+        blank lines not counted), a JSONL line number, or a frame row (1-based).
+    column : str or None
+        The column at fault, or ``None`` when the problem is the row as a whole.
+    reason : str
+        What was wrong, in words.
+    """
 
     row: int
     column: str | None
@@ -77,8 +88,17 @@ class SkippedRow(NamedTuple):
 class FactProblem(NamedTuple):
     """A fact that breaks a facts schema (:meth:`LabelledSet.check_facts`).
 
-    ``row`` is the 1-based position of the row in the set and ``id`` its id; both are
-    ``None`` for a required fact that is no column of the set.
+    Parameters
+    ----------
+    row : int or None
+        The 1-based position of the row in the set; ``None`` for a required fact that is
+        no column of the set.
+    id : str or None
+        The row's id; ``None`` with ``row``.
+    column : str
+        The fact at fault.
+    reason : str
+        Which rule of the schema the value breaks, in words.
     """
 
     row: int | None
@@ -409,59 +429,6 @@ def _missing_column(
     )
 
 
-def _kind_ok(expected: str, kind: str) -> bool:
-    return kind == "null" or kind == expected or (expected == "number" and kind == "int")
-
-
-#: The JSON kind (:func:`json_kind`) of the values of each list fact type.
-_LIST_TYPES = {"list[str]": "list", "list[number]": "list"}
-#: The reason a required fact (one the schema gives no default) is refused when absent.
-REQUIRED_MISSING = "a required fact is missing (the facts schema gives it no default)"
-
-
-def check_fact_value(
-    spec: FactSpec, kind: str, value: Any, shown: Any, *, required: bool = False
-) -> tuple[Any, str | None]:
-    """One fact value of a labelled set checked against its declaration.
-
-    ``value`` is the value as read (``None`` for an absent fact: an empty cell, a missing
-    key, ``null``), ``kind`` its :func:`json_kind`, ``shown`` what the message quotes (the
-    CSV cell as written). An absent fact is fine unless ``required`` (a schema fact
-    without a default): a routed row would take the default. Returns ``(value, None)``
-    with the value as the set keeps it (canonical: ``1.0`` of a ``number`` fact is ``1``,
-    lists are lists), or ``(None, reason)``. The loaders and
-    :meth:`~hybridroute.datasets.LabelledSet.check_facts` both check facts here.
-    """
-    if value is None:
-        return None, (REQUIRED_MISSING if required else None)
-    try:
-        out = spec.check(value)
-    except FactsError as exc:
-        if not _kind_ok(_LIST_TYPES.get(spec.type, spec.type), kind):
-            return None, f"expected {spec.type}, got {kind} {_short(shown)}"
-        text, prefix = str(exc), f"fact {spec.name!r}: "
-        return None, text[len(prefix) :] if text.startswith(prefix) else text
-    if isinstance(out, tuple):
-        return list(value), None
-    if isinstance(out, Mapping):
-        return value, None  # the object as read (the check's copy is read-only)
-    return out, None
-
-
-def missing_required(schema: FactSchema, fact_cols: Sequence[str]) -> list[tuple[str, str]]:
-    """``(fact, reason)`` for each required fact of ``schema`` (no default) that is not
-    among ``fact_cols``: no row of the set could be routed."""
-    return [
-        (
-            spec.name,
-            "a required fact (the facts schema gives it no default) is not a fact column "
-            f"(fact columns: {_names(fact_cols)})",
-        )
-        for spec in schema.specs
-        if spec.required and spec.name not in fact_cols
-    ]
-
-
 def _check_schema_columns(
     schema: FactSchema, fact_cols: list[str], rows: list[Any], path: str, header_row: int | None
 ) -> list[str]:
@@ -472,12 +439,9 @@ def _check_schema_columns(
     an error, even when the schema forbids undeclared facts (a router given it as a fact
     refuses it).
     """
-    missing = missing_required(schema, fact_cols)
-    if missing:
-        column, reason = missing[0]
-        if len(missing) > 1:
-            reason += f"; nor are {', '.join(repr(c) for c, _ in missing[1:])}"
-        raise DatasetError(reason, path=path, row=header_row, column=column)
+    missing = first_missing_required(schema, fact_cols)
+    if missing is not None:
+        raise DatasetError(missing[1], path=path, row=header_row, column=missing[0])
     undeclared = [c for c in fact_cols if c not in schema]
     if schema.extra != "forbid" or not undeclared:
         return []
@@ -489,16 +453,9 @@ def _check_schema_columns(
     others = f", nor are {', '.join(map(repr, undeclared[1:]))}" if undeclared[1:] else ""
     return [
         f"{where}, row {row}, column {c!r}: not a declared fact{others} (declared: "
-        f"{_names(schema.names)}); the facts schema forbids undeclared facts, so a router "
+        f"{name_list(schema.names)}); the facts schema forbids undeclared facts, so a router "
         "given one as a fact refuses it"
     ]
-
-
-def _names(names: Sequence[str], limit: int = 12) -> str:
-    if not names:
-        return "none"
-    more = "" if len(names) <= limit else f", ... ({len(names)} in all)"
-    return ", ".join(names[:limit]) + more
 
 
 def _is_code_column(cells: list[str]) -> bool:
@@ -593,7 +550,7 @@ def _settle_column(
             r[6][column] = cell if cell.strip() else None
         return "str", problems, note
     for i, (kind, value) in enumerate(parsed):
-        if _kind_ok(kind_, kind):
+        if kind_ok(kind_, kind):
             rows[i][6][column] = value
         else:
             shown = rows[i][6][column] if is_csv else value

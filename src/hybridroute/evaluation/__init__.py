@@ -45,8 +45,29 @@ __all__ = [
 def compare(a: Evaluation, b: Evaluation, *, key: str = "correct", seed: int = 0) -> dict[str, Any]:
     """Paired comparison of two evaluations of the same items (in the same order).
 
-    ``key`` is the per-item correctness to compare: ``correct`` (intent label) or
-    ``next_step_correct``. Items either evaluation did not score are left out.
+    Parameters
+    ----------
+    a, b : Evaluation
+        Two evaluations of the same items in the same order (their rows' texts must
+        agree), e.g. two classifiers, or a router before and after a change.
+    key : str, default "correct"
+        The per-item correctness to compare: ``correct`` (intent label) or
+        ``next_step_correct`` (router evaluations). Items either evaluation did not score
+        (``None``, or no such key) are left out, so a key no row holds gives ``n`` 0.
+    seed : int, default 0
+        Seeds the paired bootstrap.
+
+    Returns
+    -------
+    dict
+        ``n`` (pairs compared), ``key``, ``accuracy_a`` / ``accuracy_b`` (``None`` for no
+        pairs), ``mcnemar`` (:func:`mcnemar`) and ``paired_bootstrap``
+        (:func:`paired_bootstrap`, a - b).
+
+    Raises
+    ------
+    ValueError
+        If the evaluations are not of the same items in the same order.
     """
     ra, rb = a.rows, b.rows
     if len(ra) != len(rb) or any(x["text"] != y["text"] for x, y in zip(ra, rb, strict=True)):

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fallback import fallback_cause
 from ._stats import (
     DEFAULT_EXIT,
     DEFERRED_STAGES,
@@ -165,7 +166,44 @@ def evaluate_classifier(
     latency_samples: int = 100,
     batch_size: int = 512,
 ) -> Evaluation:
-    """Evaluate ``classifier`` (and, given one, a fitted ``policy``) on labelled texts."""
+    """Evaluate ``classifier`` (and, given one, a fitted ``policy``) on labelled texts.
+
+    Parameters
+    ----------
+    classifier : IntentClassifier
+        A fitted classifier; every text is ranked over its whole label set (``rank``).
+    texts : sequence of str
+        The texts to classify.
+    gold : sequence of str
+        Their gold labels (compared as strings), one per text. A gold label outside the
+        classifier's label set counts in the label set of the metrics (it can only be
+        missed).
+    policy : Policy or None, default None
+        A fitted policy (``apply(ranked)``). With one, ECE and AURC are over its
+        calibrated confidence and the result adds coverage, selective precision and the
+        deferrals by reason code; without, over the classifier's raw top score.
+    n_boot : int, default 1000
+        Bootstrap resamples of the accuracy and macro-F1 intervals (stated under
+        ``bootstrap`` in the result).
+    seed : int, default 0
+        Seeds the bootstrap and the choice of texts timed one by one.
+    latency_samples : int, default 100
+        For a local classifier: how many texts (drawn without replacement) are also
+        classified one at a time for the single-item p50 / p95 latency; 0 skips it.
+    batch_size : int, default 512
+        Texts per ``rank`` call (a positive integer).
+
+    Returns
+    -------
+    Evaluation
+        Headline metrics with 95% intervals, per-class report, confusion matrix, latency,
+        usage, and one row per text under ``items``.
+
+    Raises
+    ------
+    ValueError
+        If ``texts`` and ``gold`` differ in length.
+    """
     texts = list(texts)
     gold = [str(g) for g in gold]
     classes = [str(c) for c in classifier.classes_]
@@ -233,13 +271,6 @@ def _selective(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _fallback_cause(decision: Any) -> str:
-    """What a fallback decision is counted under: the cause the router recorded in its
-    detail (its reason code and exception type), or its reason code alone."""
-    cause = (decision.detail or {}).get("cause")
-    return str(cause) if cause else str(decision.reason_code)
-
-
 def evaluate_router(
     router: Any,
     dataset: Any,
@@ -252,6 +283,34 @@ def evaluate_router(
 
     Intent metrics cover the rows the classifier saw (no rule fired); ``next_step_accuracy``
     compares the selected destination with the gold ``next_step`` where the set has one.
+
+    Parameters
+    ----------
+    router : HybridRouter
+        The router to evaluate. Each row is routed with the facts its rules declare
+        (absent values left out, so the rule set's defaults apply) and its text.
+    dataset : LabelledSet
+        The labelled rows; an optional ``next_step`` annotation is the gold destination.
+    n_boot : int, default 1000
+        Bootstrap resamples of the intervals (stated under ``bootstrap``).
+    seed : int, default 0
+        Seeds the bootstrap.
+    batch_size : int, default 256
+        Rows per ``route_many`` call (a positive integer).
+
+    Returns
+    -------
+    Evaluation
+        ``n`` (rows routed) and ``n_classified`` (those the classifier saw), intent
+        metrics over the classified rows, coverage and selective precision, next-step
+        accuracy over ``n_next_step`` rows, decisions by stage and destination, fallbacks
+        by cause, per-rule statistics, usage, latency, and one row per item under
+        ``items``.
+
+    Raises
+    ------
+    UserInputError
+        A row the router refuses (facts that break its schema, a text it does not take).
     """
     texts = dataset.texts
     gold = [str(g) for g in dataset.y]
@@ -286,7 +345,7 @@ def evaluate_router(
                 "correct": d.label == gold[i] if d.stage != "rule" else None,
                 "next_step_correct": (d.selected_destination == gold_next) if gold_next else None,
                 "action": (d.detail.get("policy_action") if d.stage != "rule" else "rule"),
-                "cause": _fallback_cause(d) if d.stage == "fallback" else None,
+                "cause": fallback_cause(d),  # None unless a fallback
             }
         )
     model_rows = [r for r in rows if r["stage"] != "rule"]

@@ -188,6 +188,30 @@ def macro_f1(
     class. Equal to scikit-learn's ``f1_score(y_true, y_pred, average="macro")`` once the
     abstentions are given a marker label that is left out of ``labels``. See
     :func:`macro_f1_from_counts`.
+
+    Parameters
+    ----------
+    y_true : sequence of str
+        Gold labels (compared as strings).
+    y_pred : sequence of str or None
+        One answer per gold label; ``None`` is an abstention, and a label outside
+        ``labels`` a wrong answer that is no class.
+    labels : sequence of str or None, default None
+        The label set; ``None`` takes the sorted union of the gold and predicted labels.
+        A label of it that neither the gold labels nor the answers hold is left out of the
+        mean.
+
+    Returns
+    -------
+    float
+        In [0, 1]; 0 for no items.
+
+    Raises
+    ------
+    ValueError
+        If ``y_true`` and ``y_pred`` differ in length.
+    KeyError
+        If a gold label is not in ``labels``.
     """
     t, p, labs = _codes(y_true, y_pred, labels)
     return _f1_from_codes(t, p, len(labs))
@@ -250,7 +274,29 @@ def bootstrap_ci(
     level: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic(indices)`` over ``n`` items."""
+    """Percentile bootstrap interval of ``statistic(indices)`` over ``n`` items.
+
+    Parameters
+    ----------
+    statistic : callable
+        Maps an integer array of ``n`` item positions, drawn with replacement, to the
+        statistic of those items (e.g. ``lambda idx: correct[idx].mean()``).
+    n : int
+        Number of items.
+    n_boot : int, default 1000
+        Number of resamples, all used (callers state it in their result's ``bootstrap``
+        note).
+    level : float, default 0.95
+        Coverage of the central interval, in (0, 1).
+    seed : int, default 0
+        Seeds the resampling (NumPy's ``default_rng``): the same inputs give the same
+        interval.
+
+    Returns
+    -------
+    tuple of float
+        ``(low, high)`` rounded to 6 places; ``(nan, nan)`` when ``n`` or ``n_boot`` is 0.
+    """
     if n == 0:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
@@ -330,7 +376,28 @@ def mcnemar(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> dict[str, A
 def paired_bootstrap(
     correct_a: Sequence[bool], correct_b: Sequence[bool], *, n_boot: int = 2000, seed: int = 0
 ) -> dict[str, Any]:
-    """Accuracy difference (a - b) with a paired bootstrap 95% interval."""
+    """Accuracy difference (a - b) with a paired bootstrap 95% interval.
+
+    Parameters
+    ----------
+    correct_a, correct_b : sequence of bool
+        Per-item correctness of two systems on the same items, in the same order.
+    n_boot : int, default 2000
+        Number of paired resamples (the same items are drawn for both systems).
+    seed : int, default 0
+        Seeds the resampling.
+
+    Returns
+    -------
+    dict
+        ``accuracy_difference`` (rounded to 6 places; ``nan`` for no items) and ``ci``,
+        the 95% percentile interval ``[low, high]`` (see :func:`bootstrap_ci`).
+
+    Raises
+    ------
+    ValueError
+        If the two sequences differ in length.
+    """
     a = np.asarray(correct_a, dtype=float)
     b = np.asarray(correct_b, dtype=float)
     if a.shape != b.shape:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fallback import fallback_cause
 from ..calibration._metrics import aurc_from_blocks, ece_from_bin_sums, width_bin_sums
 from ..exceptions import DatasetError
 from ._stats import (
@@ -292,7 +293,8 @@ class ClassifierCounts:
 
 class RouterCounts:
     """The counts of a router's evaluation beyond the intent metrics (stages, destinations,
-    deferrals, rules, next steps); a row's facts are passed on when in ``fact_names``."""
+    deferrals, fallbacks by cause, rules, next steps); a row's facts are passed on when in
+    ``fact_names``."""
 
     def __init__(self, n_boot: int, fact_names: set[str]) -> None:
         self.fact_names = fact_names
@@ -300,6 +302,7 @@ class RouterCounts:
         self.by_stage: Counter[str] = Counter()
         self.by_destination: Counter[str] = Counter()
         self.deferred: Counter[str] = Counter()
+        self.causes: Counter[str] = Counter()
         self.rules: dict[str, dict[str, int]] = {}
         self.n_auto = 0
         self.n_auto_correct = 0
@@ -328,6 +331,7 @@ class RouterCounts:
         out["decisions_by_destination"] = dict(sorted(self.by_destination.items()))
         out["abstention_rate"] = share(sum(self.deferred.values()), n)
         out["abstentions_by_reason"] = dict(sorted(self.deferred.items()))
+        out["fallbacks_by_cause"] = dict(sorted(self.causes.items()))
         rules = {}
         for key, st in sorted(self.rules.items()):
             rules[key] = {**st, "match_rate": share(st["matches_gold"], st["scored"])}
@@ -379,6 +383,9 @@ class RouterCounts:
             model_idx.append(i)
             if stage in DEFERRED_STAGES:
                 self.deferred[d.reason_code] += 1
+            cause = fallback_cause(d)
+            if cause is not None:
+                self.causes[cause] += 1
             if is_auto_routed(stage, d.reason_code):
                 self.n_auto += 1
                 self.n_auto_correct += int(d.label == gold[i])

@@ -25,6 +25,8 @@ from .._labelled_rows import (
     check_chars,
     check_csv_cell,
     check_deep,
+    check_fact_value,
+    first_missing_required,
     json_facts,
     known_splits_hint,
     normalise_split,
@@ -33,11 +35,10 @@ from .._labelled_rows import (
     read_label,
     read_split,
     read_text,
-    short,
 )
 from .._safeio import env_byte_limit, open_regular, parse_json
-from ..contracts import FactSpec
-from ..exceptions import DatasetError, FactsError, InputError
+from ..contracts import FactSchema, FactSpec
+from ..exceptions import DatasetError, InputError
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -80,8 +81,11 @@ class LabelledStream:
     when given, is one of ``train``, ``validation``, ``calibration``, ``test`` (or
     ``val``, ``valid``, ``dev``, ``calib``); ``next_step`` is a string or null; the facts
     (a nested ``facts`` object, or the non-reserved top-level keys / CSV columns) take no
-    reserved name and have their declared types when ``fact_types`` is given. Checks that
-    need the whole set in memory are not made: duplicate ids, the same text with two
+    reserved name and, when ``fact_types`` is given, pass the fact check of the loaders
+    (:func:`hybridroute._labelled_rows.check_fact_value`): their declared types, and with
+    a facts schema also its ``enum``, ``min`` / ``max`` and required facts (a CSV header
+    without a required fact is refused at once; a row without one is a bad row). Checks
+    that need the whole set in memory are not made: duplicate ids, the same text with two
     labels, and the inference of an undeclared fact column's type from the majority of
     its rows (declare ``fact_types`` instead; the router validates facts against its
     schema anyway).
@@ -98,9 +102,12 @@ class LabelledStream:
     ----------
     path : str or path-like
         A ``.jsonl`` / ``.json`` / ``.csv`` file, optionally ending in ``.gz``.
-    fact_types : mapping of str to str, optional
-        Declared fact types (``{"amount": "number", ...}``); values are checked and
-        canonicalised, undeclared facts are passed through as read.
+    fact_types : mapping of str to str, or FactSchema, optional
+        Declared fact types (``{"amount": "number", ...}``), or a facts schema
+        (:class:`~hybridroute.contracts.FactSchema`, e.g. a router's
+        ``router.rules.schema``: each fact checked whole, as ``load_dataset(...,
+        fact_types=schema)`` checks it); values are checked and canonicalised, undeclared
+        facts are passed through as read.
     label_set : iterable of str, optional
         Labels the rows may carry.
     split : str, optional
@@ -116,6 +123,9 @@ class LabelledStream:
     max_bytes : int, optional
         Most bytes read; default :data:`MAX_STREAM_BYTES` (64 GiB), or the
         ``HYBRIDROUTE_MAX_STREAM_BYTES`` environment variable when set.
+    keep_skipped : int, default 100
+        With ``on_error="skip"``: how many skipped rows :attr:`skipped` keeps (the first
+        ones); :attr:`n_skipped` counts them all, so memory stays bounded.
 
     Notes
     -----
@@ -128,7 +138,7 @@ class LabelledStream:
         self,
         path: str | Path,
         *,
-        fact_types: Mapping[str, str] | None = None,
+        fact_types: Mapping[str, str] | FactSchema | None = None,
         label_set: Iterable[str] | None = None,
         split: str | None = None,
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
@@ -151,10 +161,20 @@ class LabelledStream:
                 "cannot tell the format from the file name (use .jsonl or .csv, optionally .gz)",
                 path=str(self.path),
             )
-        self.specs = {
-            str(k): FactSpec(name=str(k), type=str(t), nullable=True)
-            for k, t in (fact_types or {}).items()
-        }
+        self.schema: FactSchema | None = None
+        self.specs: dict[str, FactSpec]
+        if isinstance(fact_types, FactSchema):
+            self.schema = fact_types
+            self.specs = {s.name: s for s in fact_types.specs}
+        else:
+            self.specs = {
+                str(k): FactSpec(name=str(k), type=str(t), nullable=True)
+                for k, t in (fact_types or {}).items()
+            }
+        # only a schema makes a fact required (a spec made from a bare type has no default)
+        self.required = frozenset(
+            s.name for s in self.specs.values() if self.schema is not None and s.required
+        )
         self.label_set = None if label_set is None else frozenset(str(x) for x in label_set)
         if split is not None:
             canonical = normalise_split(split)
@@ -177,9 +197,9 @@ class LabelledStream:
         self.n_skipped = 0
         self.skipped = []
         records = self._json_records() if self.kind == "json" else self._csv_records()
-        for row, rec in records:
+        for row, rec, written in records:
             try:
-                out = self._check(rec)
+                out = self._check(rec, written)
             except RowProblem as bad:
                 self._bad(row, bad.column, bad.reason)
                 continue
@@ -258,7 +278,7 @@ class LabelledStream:
         except UnicodeDecodeError as exc:
             raise RowProblem(None, f"not valid UTF-8 (byte {exc.start} of line {lineno})") from None
 
-    def _json_records(self) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _json_records(self) -> Iterator[tuple[int, dict[str, Any], None]]:
         for lineno, chunk in self._lines():
             if chunk is None:
                 self._bad(lineno, None, f"the line is longer than {MAX_LINE_BYTES:,} bytes")
@@ -278,7 +298,7 @@ class LabelledStream:
             if not isinstance(rec, dict):
                 self._bad(lineno, None, f"expected a JSON object, got {json_kind(rec)}")
                 continue
-            yield lineno, rec
+            yield lineno, rec, None
 
     def _text_lines(self) -> Iterator[str]:
         for lineno, chunk in self._lines():
@@ -289,7 +309,9 @@ class LabelledStream:
             except RowProblem as bad:
                 raise self._fail(bad.reason) from None
 
-    def _csv_records(self) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _csv_records(self) -> Iterator[tuple[int, dict[str, Any], dict[str, str]]]:
+        """``(row, record, fact cells as written)``: the record's facts are read from the
+        cells, the cells kept for the messages of the fact check."""
         # csv reads quoted fields across lines from the line iterator; a field is capped by
         # csv.field_size_limit (131,072 characters by default), so an unclosed quote
         # cannot gather the whole file
@@ -321,6 +343,11 @@ class LabelledStream:
                     row=0,
                     column=col,
                 )
+        if self.schema is not None:
+            fact_cols = [c for c in header if c not in RESERVED_COLUMNS]
+            missing = first_missing_required(self.schema, fact_cols)
+            if missing is not None:
+                raise DatasetError(missing[1], path=str(self.path), row=0, column=missing[0])
         while True:
             cells = next_cells()
             if cells is None:
@@ -333,6 +360,7 @@ class LabelledStream:
                 continue
             rec: dict[str, Any] = {}
             facts: dict[str, Any] = {}
+            written: dict[str, str] = {}
             try:
                 for col, cell in zip(header, cells, strict=True):
                     if cell[:1] == "'":
@@ -341,6 +369,7 @@ class LabelledStream:
                         rec[col] = cell if cell.strip() else None
                     else:
                         check_chars(col, "the value", cell)
+                        written[col] = cell
                         spec = self.specs.get(col)
                         if spec is not None and spec.type == "str":
                             facts[col] = cell  # kept as written: not read as JSON
@@ -352,13 +381,14 @@ class LabelledStream:
                 self._bad(row, bad.column, bad.reason)
                 continue
             rec["facts"] = facts
-            yield row, rec
+            yield row, rec, written
 
     # ------------------------------------------------------------------ row checks
 
-    def _check(self, rec: Mapping[str, Any]) -> dict[str, Any]:
+    def _check(self, rec: Mapping[str, Any], written: Mapping[str, str] | None) -> dict[str, Any]:
         """One row checked as the loaders check it, in their order (id, text, label,
-        split, facts, next step); ``RowProblem`` names the column."""
+        split, facts, next step); ``RowProblem`` names the column. ``written`` holds a CSV
+        row's fact cells as written (what a message quotes)."""
         is_csv = self.kind == "csv"
         rid = rec.get("id")
         if rid is not None:  # a streamed row needs no id; one that is given is checked
@@ -366,7 +396,7 @@ class LabelledStream:
         text = read_text(rec.get("text"), "text", self.max_text_chars)
         label = read_label(rec.get("label"), "label", self.label_set)
         split = read_split(rec.get("split"), "split", required=False)
-        facts = self._facts(rec)
+        facts = self._facts(rec, written or {})
         next_step = read_annotation("next_step", rec.get("next_step"), is_csv)
         return {
             "id": rid,
@@ -377,7 +407,7 @@ class LabelledStream:
             "split": split,
         }
 
-    def _facts(self, rec: Mapping[str, Any]) -> dict[str, Any]:
+    def _facts(self, rec: Mapping[str, Any], written: Mapping[str, str]) -> dict[str, Any]:
         if self.kind == "json":
             facts = json_facts(rec, RESERVED_COLUMNS)
         else:  # the cells were checked as they were read (_csv_records)
@@ -385,17 +415,15 @@ class LabelledStream:
                 k: None if isinstance(v, str) and not v.strip() else v
                 for k, v in (rec.get("facts") or {}).items()
             }
-        for k, spec in self.specs.items():
+        for k, spec in self.specs.items():  # the loaders' fact check, value by value
             value = facts.get(k)
-            if value is None:
-                continue
-            try:
-                checked = spec.check(value)
-            except FactsError:
-                raise RowProblem(
-                    k, f"expected {spec.type}, got {json_kind(value)} {short(value)}"
-                ) from None
-            facts[k] = list(checked) if isinstance(checked, tuple) else checked
+            checked, reason = check_fact_value(
+                spec, json_kind(value), value, written.get(k, value), required=k in self.required
+            )
+            if reason is not None:
+                raise RowProblem(k, reason)
+            if value is not None:
+                facts[k] = checked
         return facts
 
 

@@ -15,8 +15,9 @@ What is exact and what is approximated
 * **Exact** (equal to :func:`~hybridroute.evaluation.evaluate_router` /
   :func:`~hybridroute.evaluation.evaluate_classifier` on the same rows): counts, accuracy,
   macro-F1, per-class precision / recall / F1 / support, the confusion matrix, coverage,
-  selective precision, abstentions by reason code, next-step accuracy, decisions by stage
-  and destination, per-rule statistics, and ECE (the same 15 equal-width bins, accumulated
+  selective precision, abstentions by reason code, fallbacks by cause, next-step
+  accuracy, decisions by stage and destination, per-rule statistics, the items with a
+  confidence (``n_with_confidence``), and ECE (the same 15 equal-width bins, accumulated
   as per-bin sums). Each comes from the formula the in-memory path uses
   (:mod:`._stats`, :mod:`hybridroute.calibration._metrics`) applied to counts.
 * **Binned**: the risk-coverage curve and AURC come from a histogram of the confidences

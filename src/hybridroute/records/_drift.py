@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from .._fallback import fallback_cause
+
 __all__ = ["DriftReport", "drift_report", "psi", "window_key"]
 
 _EPS = 1e-4  # floor for empty cells in PSI, so a category absent from one window is finite
@@ -122,17 +124,19 @@ def _join_counts(counts: dict[str, int]) -> str:
 
 
 def _fallback_causes(frame: Any) -> list[str | None]:
-    """Per row: the cause of a fallback decision (None for other stages)."""
-    out: list[str | None] = []
+    """Per row: the cause of a fallback decision (None for other stages), read by the one
+    reader every evaluation counts fallbacks with (:func:`hybridroute._fallback.fallback_cause`)."""
     records = frame["record"] if "record" in frame.columns else [None] * len(frame)
-    for stage, reason, rec in zip(frame["stage"], frame["reason_code"], records, strict=True):
-        if stage != "fallback":
-            out.append(None)
-            continue
-        detail = rec.get("detail") if isinstance(rec, dict) else None
-        cause = detail.get("cause") if isinstance(detail, dict) else None
-        out.append(str(cause) if cause else str(reason))
-    return out
+    return [
+        fallback_cause(
+            {
+                "stage": stage,
+                "reason_code": reason,
+                "detail": rec.get("detail") if isinstance(rec, dict) else None,
+            }
+        )
+        for stage, reason, rec in zip(frame["stage"], frame["reason_code"], records, strict=True)
+    ]
 
 
 def _tally(keys: Any, causes: list[str | None]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:

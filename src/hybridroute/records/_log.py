@@ -223,8 +223,29 @@ class DecisionLog:
     ) -> dict[str, Any]:
         """Buffer one decision; a full buffer is written in one transaction.
 
-        ``item_id`` is the caller's request id (see :class:`DecisionLog` for duplicates).
-        Returns the record as it will be stored (redacted), e.g. for printing.
+        Parameters
+        ----------
+        decision : Decision
+            The decision to log; its sensitive facts are hashed and credentials scrubbed
+            before it is buffered (the snapshot hash stored is the redacted snapshot's).
+        item_id : str or None, default None
+            The caller's request id (stored as a string). A decision with an id already
+            logged for the same router and version is handled as ``on_duplicate`` says;
+            one without an id is never a duplicate.
+        at : float or None, default None
+            When the decision was made, in seconds since the Unix epoch; stored as a UTC
+            ISO 8601 time. ``None``: now.
+
+        Returns
+        -------
+        dict
+            The record as it will be stored (redacted), e.g. for printing.
+
+        Raises
+        ------
+        DuplicateDecisionError
+            With ``on_duplicate="error"``, when this append fills the buffer and the flush
+            meets a logged request id.
         """
         record = self._redactor.apply_decision(decision)
         self._buffer.append(

@@ -178,6 +178,22 @@ def save_router(
     when ``HYBRIDROUTE_SIGNING_KEY`` is set. Files are written to a temporary sibling and
     moved into place at the end, so a failed save leaves nothing half-written.
 
+    Parameters
+    ----------
+    router : HybridRouter
+        The router to write: its rules, destination map, classifier, policy and exits.
+    path : str or path-like
+        The bundle directory; created (with its parents) when absent. An existing empty
+        directory is used as it is.
+    overwrite : bool, default False
+        Replace an existing non-empty directory, which must then be a router bundle (hold
+        a manifest); the old bundle is removed only once the new one is in place.
+
+    Returns
+    -------
+    pathlib.Path
+        The bundle directory.
+
     Raises
     ------
     UserInputError

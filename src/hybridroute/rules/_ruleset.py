@@ -26,7 +26,21 @@ __all__ = ["Rule", "RuleMatch", "RuleSet", "reference_fact_schema", "reference_r
 
 @dataclass(frozen=True, slots=True)
 class RuleMatch:
-    """The rule that fired (``rule_id`` is ``None`` for the default exit) and its outcome."""
+    """The rule that fired (``rule_id`` is ``None`` for the default exit) and its outcome.
+
+    Parameters
+    ----------
+    rule_id : str or None
+        The id of the rule that fired; ``None`` for the rule set's default exit.
+    destination : str
+        Where the item goes (a declared destination).
+    reason_code : str
+        Why (a declared reason code).
+    detail : mapping
+        What the rule found, JSON-able (the missing fields, an oscillation's cycle and
+        count...); empty for a condition rule and the default exit. It becomes the
+        decision's ``detail``.
+    """
 
     rule_id: str | None
     destination: str
@@ -37,7 +51,31 @@ class RuleMatch:
 class Rule:
     """One rule: a built-in guard, or a condition with a destination and a reason code.
 
-    Build with :meth:`guard` or :meth:`when`.
+    Build with :meth:`guard` or :meth:`when`. Destinations and reason codes are checked
+    against the vocabulary when the rule joins a :class:`RuleSet`.
+
+    Parameters
+    ----------
+    id : str
+        The rule's id (non-empty); decisions name it as ``rule_id``.
+    guard_obj : Guard or None, default None
+        A configured built-in guard (see :meth:`guard`).
+    condition : CompiledCondition or None, default None
+        A compiled condition (see :meth:`when`). Exactly one of ``guard_obj`` and
+        ``condition`` is required.
+    destination : str or None, default None
+        Where a condition rule sends the item; required with ``condition``, unused for a
+        guard (which yields its own destinations).
+    reason_code : str or None, default None
+        A condition rule's reason code (``None``: ``rule_matched``).
+    description : str, default ""
+        Free text, written back into the rules file.
+
+    Raises
+    ------
+    RuleSetError
+        If ``id`` is empty or not a string, both or neither of ``guard_obj`` and
+        ``condition`` is given, or a condition rule has no destination.
     """
 
     __slots__ = (
@@ -87,7 +125,27 @@ class Rule:
 
     @classmethod
     def guard(cls, id: str, name: str, description: str = "", **params: Any) -> Rule:
-        """A rule running the built-in guard ``name`` with ``params``."""
+        """A rule running the built-in guard ``name`` with ``params``.
+
+        Parameters
+        ----------
+        id : str
+            The rule's id.
+        name : str
+            A built-in guard: ``permission``, ``tool_error``, ``risk``, ``step_budget``,
+            ``oscillation``, ``evidence`` or ``missing_user_fields``.
+        description : str, default ""
+            Free text, written back into the rules file.
+        **params
+            The guard's parameters (e.g. ``retry_budget=1`` for ``tool_error``); each
+            guard declares which it takes and which are required.
+
+        Raises
+        ------
+        RuleSetError
+            Naming the rule: an unknown guard, an unknown or missing parameter, or a bad
+            parameter value.
+        """
         guard_cls = GUARDS.get(name)
         if guard_cls is None:
             raise RuleSetError(
@@ -106,7 +164,32 @@ class Rule:
         *,
         fact_types: Mapping[str, str] | None = None,
     ) -> Rule:
-        """A rule that sends to ``then`` with ``reason_code`` when ``condition`` holds."""
+        """A rule that sends to ``then`` with ``reason_code`` when ``condition`` holds.
+
+        Parameters
+        ----------
+        id : str
+            The rule's id.
+        condition : str or bool
+            A condition in the rules' condition language (e.g.
+            ``"attempts >= 2 and tool_error_kind == 'timeout'"``); ``True`` / ``False``
+            stand for ``true`` / ``false``.
+        then : str
+            The destination when the condition holds.
+        reason_code : str, default "rule_matched"
+            The decision's reason code.
+        description : str, default ""
+            Free text, written back into the rules file.
+        fact_types : mapping of str to str or None, default None
+            Declared fact name -> type. When given, every name the condition reads must
+            be declared and obviously ill-typed comparisons are refused here; the
+            :class:`RuleSet` checks the names against its schema in any case.
+
+        Raises
+        ------
+        RuleSetError
+            Naming the rule, when the condition does not parse or type-check.
+        """
         try:
             compiled = compile_condition(condition, fact_types)
         except ConditionError as exc:
@@ -451,7 +534,40 @@ def reference_rules(
 
     permission -> tool error (retry budget) -> risk -> step budget -> oscillation ->
     evidence -> missing user fields -> ``default``. Every limit is an explicit argument:
-    there are no built-in numbers.
+    there are no built-in numbers. The facts are :func:`reference_fact_schema`'s.
+
+    Parameters
+    ----------
+    retry_budget : int
+        A retryable tool error goes to ``retry_tool`` while ``attempts < retry_budget``,
+        then to ``fail``; an integer >= 0.
+    amount_limit : float or None
+        ``abs(amount)`` above it goes to ``human_review``; a finite number >= 0, or
+        ``None`` for no amount check (then ``sensitive_actions`` must not be empty).
+    sensitive_actions : sequence of str, default ()
+        Actions that go to ``human_review`` (compared normalised: case, accents,
+        spacing, hyphens and underscores ignored).
+    max_steps : int
+        ``step > max_steps`` goes to ``fail``; an integer >= 0.
+    max_repeats : int
+        A cycle in ``route_history`` repeated more than this many times in a row goes to
+        ``fail``; an integer >= 1.
+    default : str, default "fail"
+        The default exit's destination (a declared destination).
+    intents : sequence of str, default ()
+        Intent destinations to declare, on top of the generic next steps.
+    name, version : str, default "reference", "1"
+        Written into every decision as ``router`` / ``router_version``.
+
+    Returns
+    -------
+    RuleSet
+
+    Raises
+    ------
+    RuleSetError
+        Naming the rule, for a bad limit (or a risk guard with neither an amount limit
+        nor sensitive actions), or an undeclared default.
     """
     rules = [
         Rule.guard("permission", "permission"),

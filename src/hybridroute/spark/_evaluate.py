@@ -4,19 +4,22 @@ Every count is a Spark aggregation (``agg`` / ``groupBy``) over the scored frame
 driver turns the resulting integers into metrics with the functions
 :func:`hybridroute.evaluation.evaluate_router` uses (``hybridroute.evaluation._stats``:
 per-class scores, macro-F1, shares and their rounding, what counts as auto-routed), so
-the two agree exactly. Bootstrap
-intervals, ECE and AURC need the per-item values (resampling, sorting by confidence) and
-are left to ``evaluate_router`` on a sample.
+the two agree exactly; fallbacks are counted by the cause
+:func:`hybridroute._fallback.fallback_cause` reads from each decision record, on the
+executors. Bootstrap intervals, ECE and AURC need the per-item values (resampling, sorting
+by confidence) and are left to ``evaluate_router`` on a sample.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .._fallback import FALLBACK_STAGE, fallback_cause
 from ..evaluation._stats import (
     AUTO_REASON,
     AUTO_STAGE,
@@ -152,6 +155,25 @@ def _count_if(cond: Any) -> Any:
     return F.sum(F.when(cond, 1).otherwise(0))
 
 
+def _record_cause(stage: str | None, reason_code: str | None, decision: str | None) -> str | None:
+    """The cause of one scored row's decision (run on the executors): its record's
+    ``detail`` read by :func:`~hybridroute._fallback.fallback_cause`."""
+    detail = json.loads(decision).get("detail") if decision else None
+    return fallback_cause({"stage": stage, "reason_code": reason_code, "detail": detail})
+
+
+def _cause_column(scored: Any) -> Any:
+    """A column with each row's fallback cause (from the ``decision`` record when the frame
+    has one, else the reason code)."""
+    from pyspark.sql import functions as F
+
+    decision = F.col("decision") if "decision" in scored.columns else F.lit(None).cast("string")
+    # a plain row-at-a-time UDF (fallbacks are few); saying so spares Spark guessing the
+    # UDF kind from the type hints (which warns)
+    cause = F.udf(_record_cause, "string", useArrow=False)
+    return cause(F.col("stage"), F.col("reason_code"), decision)
+
+
 def evaluate_scored(
     scored: Any,
     *,
@@ -165,7 +187,8 @@ def evaluate_scored(
     ----------
     scored : pyspark.sql.DataFrame
         Output of :meth:`SparkRouter.score` on a frame with a ``gold`` column
-        (and optionally ``gold_next_step``).
+        (and optionally ``gold_next_step``). Fallbacks are counted by the cause in each
+        row's ``decision`` record (a frame without that column: by reason code).
     labels : sequence of str, optional
         The label set (default: the gold and predicted labels seen). ``evaluate_router``
         uses the router's classes plus the gold labels.
@@ -187,6 +210,7 @@ def evaluate_scored(
         _count_if(F.col("correct")).alias("n_correct"),
         _count_if(auto).alias("n_auto"),
         _count_if(auto & F.col("correct")).alias("n_auto_correct"),
+        _count_if(classified & F.col("confidence").isNotNull()).alias("n_confidence"),
         _count_if(scored_next).alias("n_next"),
         _count_if(F.col("next_step_correct")).alias("n_next_correct"),
         _count_if(deferred).alias("n_deferred"),
@@ -225,6 +249,7 @@ def evaluate_scored(
             "per_class": per_class_from_confusion(cm, labs, support),
             "confusion": {"labels": labs, "matrix": cm.tolist()},
             **selective_summary(n_cls, int(tot["n_auto"]), int(tot["n_auto_correct"])),
+            "n_with_confidence": int(tot["n_confidence"] or 0),  # what ECE and AURC are over
         }
     else:
         result = {"accuracy": None, "macro_f1": None, "coverage": None, "selective_precision": None}
@@ -245,6 +270,8 @@ def evaluate_scored(
     result["decisions_by_destination"] = counts(scored, F.col("destination"))
     result["abstention_rate"] = share(int(tot["n_deferred"]), n)
     result["abstentions_by_reason"] = counts(scored.where(deferred), F.col("reason_code"))
+    fallbacks = scored.where(F.col("stage") == FALLBACK_STAGE)
+    result["fallbacks_by_cause"] = counts(fallbacks, _cause_column(fallbacks))
     rule_rows = (
         scored.where(~classified)
         .groupBy(

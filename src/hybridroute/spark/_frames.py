@@ -39,6 +39,23 @@ def dataset_items(
 
     Columns: ``row`` (position in the set), ``id``, ``text``, ``facts`` (JSON),
     ``gold`` (the label) and ``gold_next_step`` (null where the set has none).
+
+    Parameters
+    ----------
+    spark : pyspark.sql.SparkSession
+        The session the frame is created in (the set is shipped from the driver).
+    dataset : LabelledSet
+        The rows to route.
+    fact_names : iterable of str
+        The facts the router declares; only these go into ``facts``, and absent (null)
+        values are left out so the rule set's defaults apply, as in
+        :func:`~hybridroute.evaluation.evaluate_router`.
+    num_partitions : int or None, default None
+        Repartition the frame into this many partitions; ``None`` keeps Spark's choice.
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
     """
     import pandas as pd
 

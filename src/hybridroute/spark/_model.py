@@ -79,6 +79,24 @@ def router_udf(
     ``env_manager="local"`` runs the model in the executors' own Python, which must have
     hybridroute installed; ``"virtualenv"`` / ``"uv"`` / ``"conda"`` rebuild the logged
     environment on each executor instead.
+
+    Parameters
+    ----------
+    spark : pyspark.sql.SparkSession
+        The session the UDF runs in.
+    model_uri : str
+        The logged router (``LoggedRouter.model_uri``, ``models:/...``, ``runs:/.../router``
+        or a path).
+    tracking_uri : str or None, default None
+        The store that resolves ``model_uri`` (default: MLflow's current one).
+    env_manager : str, default "local"
+        ``"local"``, ``"virtualenv"``, ``"uv"`` or ``"conda"`` (see above).
+
+    Returns
+    -------
+    pyspark.sql.functions.udf
+        A UDF of one ``struct("text", "facts")`` argument returning a struct of
+        :data:`RESULT_TYPE`.
     """
     return router_spark_udf(
         spark,

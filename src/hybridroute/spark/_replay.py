@@ -104,6 +104,24 @@ def replay_records(
     whose snapshot hash the router now computes differently: hashed sensitive facts, or a
     changed fact schema) and ``engine: "spark"``. The scored rows are in the report's
     ``replayed`` attribute (a Spark DataFrame).
+
+    Parameters
+    ----------
+    records : pyspark.sql.DataFrame
+        Logged records, as :func:`read_decision_log` returns them (``position``, ``seq``,
+        ``item_id``, ``record``).
+    udf : pyspark UDF
+        The router UDF (:func:`~hybridroute.spark.router_udf`) to re-route with; it is
+        applied to ``struct(text, facts)`` of each record's input snapshot.
+    router, router_version : str
+        The replaying router's name and version, written into the report.
+    max_examples : int, default 10
+        How many changed decisions the report shows in full, first in log order (a
+        negative value shows none).
+
+    Returns
+    -------
+    ReplayReport
     """
     from pyspark.sql import functions as F
 

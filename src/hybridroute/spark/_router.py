@@ -61,7 +61,35 @@ class SparkRouter:
         experiment: str = "hybridroute-spark",
         env_manager: str = "local",
     ) -> SparkRouter:
-        """Log a router bundle (see :func:`log_router`) and return a SparkRouter over it."""
+        """Log a router bundle (see :func:`log_router`) and return a SparkRouter over it.
+
+        Parameters
+        ----------
+        spark : pyspark.sql.SparkSession
+            The session to run on.
+        bundle_dir : str or path-like
+            A router bundle (:func:`~hybridroute.router.save_router`); verified against its
+            manifest before it is logged.
+        tracking_uri : str or None, default None
+            The MLflow tracking store the model is logged to. ``None``: a new SQLite store
+            in a temporary directory, enough for ``local[N]``; on a cluster give a store
+            whose artifacts the executors can read.
+        experiment : str, default "hybridroute-spark"
+            The MLflow experiment of the run that logs the model (created when missing).
+        env_manager : str, default "local"
+            As for the class: ``"local"`` (the executors' Python, with hybridroute
+            installed), or ``"virtualenv"`` / ``"uv"`` / ``"conda"``.
+
+        Returns
+        -------
+        SparkRouter
+
+        Raises
+        ------
+        ArtifactError
+            If the bundle does not verify. MLflow's own errors (an unreachable store)
+            propagate: this never turns tracking off.
+        """
         logged = log_router(bundle_dir, tracking_uri=tracking_uri, experiment=experiment)
         return cls(
             spark, logged.model_uri, tracking_uri=logged.tracking_uri, env_manager=env_manager

@@ -39,6 +39,11 @@ under concurrency. The server counts requests by mode and by outcome (:meth:`Sta
 **Its answers are not an LLM's answers**: figures measured against it are throughput,
 robustness and accounting figures of the client stack, never a model's accuracy.
 
+This module holds the server; the answer policies, the fault draws, the wire format and
+the child-process runner live in ``_standin_answers``, ``_standin_faults``,
+``_standin_wire`` and ``_standin_process``, and every public name is importable from here
+and from :mod:`hybridroute.testing`.
+
 Example
 -------
 >>> from hybridroute.testing import StandInLLM, LabelMapPolicy
@@ -50,24 +55,44 @@ Example
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import itertools
 import json
-import math
-import re
 import threading
-import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
 
 from .._safeio import parse_json
 from ..exceptions import InputError
+from ._standin_answers import (
+    AnswerPolicy,
+    ClassifierPolicy,
+    HashPolicy,
+    LabelMapPolicy,
+    ObeyInjections,
+    StandInAnswer,
+    as_answer,
+    unit,
+)
+from ._standin_faults import (
+    EXCLUSIVE_FAULTS,
+    FAULT_KINDS,
+    OUT_OF_SET_LABEL,
+    draw_fault,
+    parse_fault_rates,
+)
+from ._standin_process import StandInProcess
+from ._standin_wire import (
+    LocalEndpoint,
+    completion_payload,
+    extract_labels,
+    extract_text,
+    request_mode,
+)
 
 __all__ = [
     "EXCLUSIVE_FAULTS",
@@ -83,243 +108,11 @@ __all__ = [
     "parse_fault_rates",
 ]
 
-#: Faults that replace the answer; one uniform draw is partitioned among them.
-EXCLUSIVE_FAULTS: tuple[str, ...] = (
-    "rate_limit",
-    "server_error",
-    "hang",
-    "malformed_json",
-    "out_of_set",
-    "empty_choices",
-    "truncated",
-    "huge_body",  # last, so that adding it left the draws of the kinds above unchanged
-)
-#: Every fault kind the stand-in knows (``slow`` is a modifier drawn on its own).
-FAULT_KINDS: tuple[str, ...] = ("slow", *EXCLUSIVE_FAULTS)
-
-#: The label the ``out_of_set`` fault answers with (never a member of a sane label set).
-OUT_OF_SET_LABEL = "not_a_declared_label"
-
-_TEXT_RE = re.compile(r"<text>\n(.*)\n</text>", re.DOTALL)
-_ENUM_RE = re.compile(r'"enum"\s*:\s*(\[[^\]]*\])')
-_INJECTION_RE = re.compile(
-    r"\broute\s+(?:this\s+|me\s+|it\s+)?(?:to|into)\s+[`'\"]?([A-Za-z][A-Za-z0-9_.:/-]*)",
-    re.IGNORECASE,
-)
-
-
-# --------------------------------------------------------------------------- answer policies
-
-
-@dataclass(frozen=True, slots=True)
-class StandInAnswer:
-    """What an answer policy says for one text: a label and a confidence in [0, 1]."""
-
-    label: str
-    confidence: float = 0.9
-
-
-#: ``policy(text, labels) -> StandInAnswer | str | (label, confidence)``
-AnswerPolicy = Callable[[str, tuple[str, ...]], Any]
-
-
-def _unit(*parts: object) -> float:
-    """A deterministic uniform number in [0, 1) from ``parts`` (SHA-256 based)."""
-    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64
-
-
-class HashPolicy:
-    """Answer a label chosen by hashing the text: deterministic, content-free.
-
-    Parameters
-    ----------
-    confidence : float
-        The confidence reported with every answer.
-    seed : int
-        Changes which label each text hashes to.
-    """
-
-    def __init__(self, confidence: float = 0.9, seed: int = 0) -> None:
-        self.confidence = float(confidence)
-        self.seed = int(seed)
-
-    def __call__(self, text: str, labels: tuple[str, ...]) -> StandInAnswer:
-        index = int(_unit("hash-policy", self.seed, text) * len(labels))
-        return StandInAnswer(labels[index], self.confidence)
-
-
-class LabelMapPolicy:
-    """Answer from a fixed ``text -> label`` map.
-
-    Parameters
-    ----------
-    mapping : mapping of str to str
-        The label for each known text (matched after stripping surrounding whitespace).
-    default : str or None
-        The label for unknown texts; ``None`` hashes unknown texts onto the label set.
-    confidence : float
-        The confidence reported with every answer.
-    """
-
-    def __init__(
-        self, mapping: Mapping[str, str], default: str | None = None, confidence: float = 0.9
-    ) -> None:
-        self.mapping = {str(k).strip(): str(v) for k, v in mapping.items()}
-        self.default = default
-        self.confidence = float(confidence)
-        self._fallback = HashPolicy(confidence=confidence)
-
-    def __call__(self, text: str, labels: tuple[str, ...]) -> StandInAnswer:
-        label = self.mapping.get(text.strip(), self.default)
-        if label is None:
-            return self._fallback(text, labels)
-        return StandInAnswer(label, self.confidence)
-
-
-class ClassifierPolicy:
-    """Answer with a fitted local classifier's best label and its score.
-
-    Parameters
-    ----------
-    classifier : IntentClassifier
-        Any fitted hybridroute classifier (for example a ``LocalClassifier``).
-    """
-
-    def __init__(self, classifier: Any) -> None:
-        self.classifier = classifier
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:  # picklable for StandInProcess
-        return {"classifier": self.classifier}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.classifier = state["classifier"]
-        self._lock = threading.Lock()
-
-    def __call__(self, text: str, labels: tuple[str, ...]) -> StandInAnswer:
-        with self._lock:  # scikit-learn estimators are not promised to be thread-safe
-            ranked = self.classifier.rank([text], k=1)[0]
-        if ranked.top is None:
-            return StandInAnswer(labels[0], 0.0)
-        return StandInAnswer(str(ranked.top), float(ranked.confidence or 0.0))
-
-
-class ObeyInjections:
-    """Wrap a policy so that a text saying "route (this) to X" is answered with ``X``.
-
-    This models a model that follows prompt injections; ``X`` is answered even when it is
-    not in the label set (the classifier's label constraint must then catch it). Router
-    tests use it to check that nothing a model says can outrank a rule.
-    """
-
-    def __init__(self, inner: AnswerPolicy, confidence: float = 0.99) -> None:
-        self.inner = inner
-        self.confidence = float(confidence)
-
-    def __call__(self, text: str, labels: tuple[str, ...]) -> StandInAnswer:
-        match = _INJECTION_RE.search(text)
-        if match:
-            return StandInAnswer(match.group(1).rstrip(".,;:!?"), self.confidence)
-        return _as_answer(self.inner(text, labels))
-
-
-def _as_answer(value: Any) -> StandInAnswer:
-    if isinstance(value, StandInAnswer):
-        return value
-    if isinstance(value, str):
-        return StandInAnswer(value)
-    label, confidence = value
-    return StandInAnswer(str(label), float(confidence))
-
-
-# --------------------------------------------------------------------------- fault rates
-
-
-def parse_fault_rates(items: Iterable[str] | Mapping[str, float] | None) -> dict[str, float]:
-    """Validate fault rates given as a mapping or as ``KIND=RATE`` strings.
-
-    Raises
-    ------
-    ValueError
-        For an unknown kind, a rate outside [0, 1], or exclusive rates summing above 1.
-    """
-    if items is None:
-        return {}
-    pairs: list[tuple[str, Any]] = []
-    if isinstance(items, Mapping):
-        pairs = list(items.items())
-    else:
-        for item in items:
-            kind, sep, text = str(item).partition("=")
-            if not sep:
-                raise ValueError(f"fault rate {item!r}: expected KIND=RATE, e.g. rate_limit=0.1")
-            pairs.append((kind.strip(), text.strip()))
-    rates: dict[str, float] = {}
-    for kind, raw in pairs:
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(FAULT_KINDS)}")
-        try:
-            rate = float(raw)
-        except (TypeError, ValueError):
-            raise ValueError(f"fault rate for {kind!r} is not a number: {raw!r}") from None
-        if not 0.0 <= rate <= 1.0:  # also rejects NaN
-            raise ValueError(f"fault rate for {kind!r} must be in [0, 1], got {rate}")
-        rates[kind] = rate
-    total = sum(r for k, r in rates.items() if k in EXCLUSIVE_FAULTS)
-    if total > 1.0 + 1e-12:
-        raise ValueError(f"exclusive fault rates sum to {total:.3f} > 1")
-    return rates
-
-
-# --------------------------------------------------------------------------- request parsing
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
-def _extract_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The text to classify: inside ``<text>`` markers of the first user message."""
-    for message in messages:
-        if message.get("role") == "user":
-            content = _content_text(message.get("content"))
-            match = _TEXT_RE.search(content)
-            return match.group(1) if match else content
-    return ""
-
-
-def _extract_labels(body: Mapping[str, Any]) -> tuple[str, ...]:
-    """The label set from the request's schema (tool parameters or the JSON-mode prompt)."""
-    for tool in body.get("tools") or ():
-        props = ((tool.get("function") or {}).get("parameters") or {}).get("properties") or {}
-        enum = (props.get("label") or {}).get("enum")
-        if enum:
-            return tuple(str(v) for v in enum)
-    for message in body.get("messages") or ():
-        match = _ENUM_RE.search(_content_text(message.get("content")))
-        if match:
-            try:
-                values = parse_json(match.group(1), what="label enum")
-            except InputError:
-                continue
-            if isinstance(values, list):
-                return tuple(str(v) for v in values)
-    return ()
-
-
-def _approx_tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / 4))
-
 
 # --------------------------------------------------------------------------- the server
 
 
-class StandInLLM:
+class StandInLLM(LocalEndpoint):
     """An OpenAI-compatible chat-completions server on 127.0.0.1 with fault injection.
 
     Parameters
@@ -413,16 +206,6 @@ class StandInLLM:
         self._in_flight = 0
 
     # ------------------------------------------------------------------ lifecycle
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def api_base(self) -> str:
-        """The ``api_base`` to give litellm / the OpenAI SDK: ``http://127.0.0.1:PORT/v1``."""
-        return self.url + "/v1"
 
     def start(self) -> StandInLLM:
         """Start serving in a background thread; returns once the port is bound."""
@@ -548,15 +331,7 @@ class StandInLLM:
         with self._lock:
             self._seen[key] += 1
             occurrence = self._seen[key]
-        u = _unit("fault", self.seed, key, occurrence)
-        kind: str | None = None
-        edge = 0.0
-        for name in EXCLUSIVE_FAULTS:
-            edge += self.faults.get(name, 0.0)
-            if u < edge:
-                kind = name
-                break
-        slow = _unit("slow", self.seed, key, occurrence) < self.faults.get("slow", 0.0)
+        kind, slow = draw_fault(self.faults, seed=self.seed, key=key, occurrence=occurrence)
         return kind, slow, occurrence
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -583,9 +358,7 @@ class StandInLLM:
                 status=400,
             )
         messages = body["messages"]
-        mode = (
-            "tools" if body.get("tools") else ("json" if body.get("response_format") else "md_json")
-        )
+        mode = request_mode(body)
         reask = any(m.get("role") == "assistant" for m in messages)
         kind, slow, occurrence = self._draw(body)
         keys = ["requests", f"mode:{mode}", kind or "ok"]
@@ -673,206 +446,25 @@ class StandInLLM:
     def _completion(
         self, body: Mapping[str, Any], mode: str, kind: str | None, occurrence: int
     ) -> dict[str, Any]:
-        messages = body["messages"]
-        labels = self.labels or _extract_labels(body) or ("unknown",)
-        text = _extract_text(messages)
-        answer = _as_answer(self.policy(text, labels))
+        labels = self.labels or extract_labels(body) or ("unknown",)
+        text = extract_text(body["messages"])
+        answer = as_answer(self.policy(text, labels))
         label, confidence = answer.label, min(1.0, max(0.0, float(answer.confidence)))
         temperature = body.get("temperature")
         if temperature and float(temperature) > 0 and len(labels) > 1:
             # Sampled answer: keep the policy's label with probability `confidence`.
-            draw = _unit("sample", self.seed, text, occurrence)
+            draw = unit("sample", self.seed, text, occurrence)
             if draw >= confidence:
                 others = [x for x in labels if x != label] or list(labels)
-                label = others[int(_unit("other", self.seed, text, occurrence) * len(others))]
+                label = others[int(unit("other", self.seed, text, occurrence) * len(others))]
         if kind == "out_of_set":
             label = OUT_OF_SET_LABEL
-        obj = {"label": label, "confidence": round(confidence, 4)}
-        arguments = json.dumps(obj)
-        if kind == "malformed_json":
-            arguments = arguments[: max(1, len(arguments) // 2)]  # cut mid-object
-        created = int(time.time())
-        completion_id = f"chatcmpl-standin-{next(self._ids)}"
-        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": None}
-        if mode == "tools":
-            tool = (body["tools"][0].get("function") or {}).get("name", "answer")
-            choice["message"] = {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"call_{completion_id}",
-                        "type": "function",
-                        "function": {"name": tool, "arguments": arguments},
-                    }
-                ],
-            }
-            content = arguments
-        else:
-            content = arguments if mode == "json" else f"```json\n{arguments}\n```"
-            choice["message"] = {"role": "assistant", "content": content}
-            if body.get("logprobs"):
-                choice["logprobs"] = {"content": _token_logprobs(content, label, confidence)}
-        prompt_chars = sum(len(_content_text(m.get("content"))) for m in messages)
-        prompt_tokens = max(1, prompt_chars // 4)
-        completion_tokens = _approx_tokens(content)
-        return {
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": created,
-            "model": str(body.get("model", "standin")),
-            "system_fingerprint": "hybridroute-standin",
-            "choices": [] if kind == "empty_choices" else [choice],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
-
-
-def _token_logprobs(content: str, label: str, confidence: float) -> list[dict[str, Any]]:
-    """Split ``content`` into tokens; the label's tokens share ``log(confidence)``."""
-    logp = math.log(confidence) if confidence > 0 else -1e4
-    needle = json.dumps(label)[1:-1]
-    start = content.find(f'"label": "{needle}"')
-    start = start + len('"label": "') if start >= 0 else -1
-    pieces: list[tuple[str, float]] = []
-    if start < 0:
-        pieces = [(content, 0.0)]
-    else:
-        end = start + len(needle)
-        label_pieces = [needle[i : i + 4] for i in range(0, len(needle), 4)] or [""]
-        share = logp / len(label_pieces)
-        pieces = [(content[:start], 0.0)]
-        pieces += [(p, share) for p in label_pieces]
-        pieces.append((content[end:], 0.0))
-    return [
-        {"token": tok, "logprob": lp, "bytes": list(tok.encode("utf-8")), "top_logprobs": []}
-        for tok, lp in pieces
-        if tok
-    ]
-
-
-# --------------------------------------------------------------------------- in a child process
-
-
-def _child_main(conn: Any, policy: AnswerPolicy | None, kwargs: dict[str, Any]) -> None:
-    """Serve a :class:`StandInLLM` in this (child) process; obey commands from ``conn``."""
-    try:
-        server = StandInLLM(policy, **kwargs).start()
-    except BaseException as exc:
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-        return
-    conn.send(("port", server.port))
-    try:
-        while True:
-            try:
-                command = conn.recv()
-            except EOFError:  # the parent went away
-                break
-            if command == "stats":
-                conn.send(server.stats())
-            elif command == "reset":
-                server.reset_stats()
-                conn.send(True)
-            else:  # "stop"
-                break
-    finally:
-        server.stop()
-        with contextlib.suppress(OSError, BrokenPipeError):
-            conn.send(True)
-
-
-class StandInProcess:
-    """A :class:`StandInLLM` served from a child process (its own interpreter and GIL).
-
-    Same arguments and the same ``api_base`` / :meth:`stats` / :meth:`reset_stats` API as
-    :class:`StandInLLM`; use it when the client under test should not share a CPU with the
-    server (throughput benchmarks, large fault runs). ``policy`` must be picklable.
-    """
-
-    def __init__(self, policy: AnswerPolicy | None = None, **kwargs: Any) -> None:
-        parse_fault_rates(kwargs.get("faults"))  # fail here, not in the child
-        self.policy = policy
-        self.kwargs = kwargs
-        self.port = int(kwargs.get("port", 0))
-        self._proc: Any = None
-        self._conn: Any = None
-        self._lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def api_base(self) -> str:
-        return self.url + "/v1"
-
-    def start(self) -> StandInProcess:
-        """Start the child and wait until it listens."""
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(
-            target=_child_main,
-            args=(child, self.policy, self.kwargs),
-            name="hybridroute-standin-llm",
-            daemon=True,
+        return completion_payload(
+            body,
+            mode=mode,
+            label=label,
+            confidence=confidence,
+            completion_id=f"chatcmpl-standin-{next(self._ids)}",
+            malformed=kind == "malformed_json",
+            empty=kind == "empty_choices",
         )
-        proc.start()
-        child.close()
-        if not parent.poll(60):
-            proc.kill()
-            raise RuntimeError("stand-in LLM child process did not start within 60 s")
-        kind, value = parent.recv()
-        if kind != "port":
-            proc.join(5)
-            raise RuntimeError(f"stand-in LLM child process failed to start: {value}")
-        self.port = int(value)
-        self._proc, self._conn = proc, parent
-        return self
-
-    def _ask(self, command: str) -> Any:
-        with self._lock:
-            if self._conn is None:
-                raise RuntimeError("stand-in LLM process is not running")
-            self._conn.send(command)
-            return self._conn.recv()
-
-    def stats(self) -> dict[str, int]:
-        """Counts so far (see :meth:`StandInLLM.stats`)."""
-        return dict(self._ask("stats"))
-
-    @property
-    def request_count(self) -> int:
-        return int(self.stats().get("requests", 0))
-
-    def reset_stats(self) -> None:
-        self._ask("reset")
-
-    def stop(self) -> None:
-        """Stop the child process."""
-        proc, conn = self._proc, self._conn
-        if proc is None:
-            return
-        try:
-            with self._lock:
-                conn.send("stop")
-                if conn.poll(30):
-                    conn.recv()
-        except (OSError, EOFError, BrokenPipeError):
-            pass
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5)
-        conn.close()
-        self._proc = self._conn = None
-
-    def __enter__(self) -> StandInProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

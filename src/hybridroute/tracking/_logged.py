@@ -23,7 +23,17 @@ __all__ = ["LoggedRouter", "load_router_model", "log_router_run", "router_spark_
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoggedRouter:
-    """Where a logged router lives: its model URI and the tracking store that resolves it."""
+    """Where a logged router lives: its model URI and the tracking store that resolves it.
+
+    Parameters
+    ----------
+    model_uri : str
+        The logged pyfunc model (e.g. ``models:/m-...``), as MLflow returned it.
+    tracking_uri : str
+        The MLflow tracking store that resolves ``model_uri``.
+    run_id : str or None, default None
+        The run the model was logged in.
+    """
 
     model_uri: str
     tracking_uri: str

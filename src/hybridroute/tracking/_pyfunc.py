@@ -109,7 +109,36 @@ class RouterModel(PythonModel):
         model_input: pd.DataFrame,
         params: dict[str, Any] | None = None,
     ) -> pd.DataFrame:
-        """Route every row of ``model_input``; one output row per input row."""
+        """Route every row of ``model_input``; one output row per input row.
+
+        Parameters
+        ----------
+        context : PythonModelContext
+            MLflow's model context (unused here: the bundle was loaded by
+            :meth:`load_context`).
+        model_input : pandas.DataFrame
+            One row per item: ``text`` (a missing text leaves the item to the rules) and
+            the facts, either in a ``facts`` column (a mapping or a JSON string per row)
+            or as one column per fact the router declares; missing values are left out,
+            so the rule set's defaults apply. Other columns are ignored.
+        params : dict or None, default None
+            MLflow inference parameters; none are used.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The :data:`OUTPUT_COLUMNS`: ``destination``, ``reason_code``, ``stage``,
+            ``label``, ``confidence`` (``NaN`` where none), ``snapshot_hash`` and
+            ``decision`` (the full decision record as JSON).
+
+        Raises
+        ------
+        FactsError, InputError
+            For a row whose facts break the router's schema or whose text is refused (see
+            :meth:`HybridRouter.route`); the whole batch fails.
+        json.JSONDecodeError
+            For a ``facts`` string that is not JSON.
+        """
         router = self._router
         items = frame_to_items(model_input, set(router.rules.schema.names))
         decisions = router.route_many(items)

@@ -30,6 +30,41 @@ def log_evaluation(
     Returns the run id, or ``None`` when tracking is off or unreachable. Everything logged
     goes through the tracker's scrubber (see :class:`Tracker`); the router bundle is logged
     as it is, since its checksummed files are what the model loads.
+
+    Parameters
+    ----------
+    tracker : Tracker
+        Where the run goes.
+    evaluation : mapping
+        An :class:`~hybridroute.evaluation.Evaluation` (its :meth:`metrics` are logged;
+        a plain mapping logs none) whose summary, without ``items`` and ``confusion``, is
+        logged as ``evaluation/summary.json``.
+    run_name : str
+        The run's name.
+    params : mapping or None, default None
+        Run parameters (a nested value is logged as its JSON).
+    tags : mapping or None, default None
+        Extra tags (``None`` values left out), added to ``hybridroute.code_revision``.
+    report_dir : str, path or None, default None
+        A report directory (:func:`~hybridroute.evaluation.write_report`) logged under
+        ``evaluation/``.
+    policy_path : str, path or None, default None
+        A policy file logged under ``policy/``.
+    router_bundle : str, path or None, default None
+        A router bundle logged as a pyfunc model (verified against its manifest first).
+    nested : bool, default False
+        Start the run nested under the active one.
+
+    Returns
+    -------
+    str or None
+        The run id; ``None`` when tracking is off or unreachable.
+
+    Raises
+    ------
+    ArtifactError
+        If ``router_bundle`` does not verify. Errors other than an outage of the store
+        propagate.
     """
     all_tags = {
         "hybridroute.code_revision": code_revision(),

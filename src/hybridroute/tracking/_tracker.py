@@ -233,7 +233,27 @@ class Tracker:
     def run(
         self, name: str, *, nested: bool = False, tags: Mapping[str, str] | None = None
     ) -> Iterator[str | None]:
-        """A run context; yields the run id (``None`` when tracking is off)."""
+        """A run context; yields the run id (``None`` when tracking is off).
+
+        The run ends ``FINISHED``, or ``FAILED`` when the block raises (the block's
+        exception propagates).
+
+        Parameters
+        ----------
+        name : str
+            The run's name (scrubbed).
+        nested : bool, default False
+            Start the run nested under the active one (e.g. one run per configuration
+            under an experiment's parent run).
+        tags : mapping of str to str or None, default None
+            Tags set on the run at its start (keys and values scrubbed).
+
+        Yields
+        ------
+        str or None
+            The MLflow run id; ``None`` when tracking is off or the store is unreachable
+            (after the tracker's one warning), and then nothing is logged.
+        """
         run_name = self.scrubber.name(name)
         clean_tags = self._tags(tags or {})
         run_id = self._call(

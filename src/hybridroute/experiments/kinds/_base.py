@@ -30,6 +30,26 @@ class Column:
     ``bool``, ``ci`` (the value with the interval held in the two ``ci`` columns) or
     ``parts`` (a display-only cell joining the ``parts`` columns). Columns with
     ``show=False`` are in the rows, the artifacts and MLflow, but not printed on their own.
+
+    Parameters
+    ----------
+    key : str
+        The row key the column's value is stored under (and its MLflow name).
+    header : str
+        The printed column heading.
+    role : {"metric", "config"}, default "metric"
+        ``config``: says which configuration a row is (logged as a parameter of its
+        nested run); ``metric``: a measured number (logged as a metric).
+    fmt : {"str", "int", "float", "pct", "bool", "ci", "parts"}, default "float"
+        How the cell is printed (see above); a missing or non-finite value prints ``–``.
+    help : str, default ""
+        One line on what the column means, written into the table's JSON document.
+    show : bool, default True
+        Whether the table prints the column.
+    ci : tuple of (str, str) or None, default None
+        With ``fmt="ci"``: the keys of the interval's low and high ends in the row.
+    parts : tuple of str, default ()
+        With ``fmt="parts"``: the keys whose values the cell joins with `` / ``.
     """
 
     key: str

@@ -9,7 +9,9 @@ per policy: intent accuracy with its bootstrap 95% interval (items the classifie
 coverage and selective precision of the auto-routed items, next-step accuracy against
 the gold next steps (with its interval), and decisions by stage (rule / model / policy /
 fallback, explained in a note under the table, as are the counts each rate is over and any
-fallbacks by cause).
+fallbacks by cause). The labelled set is loaded with its facts checked against the rules
+file's facts schema, as ``hybridroute evaluate --router`` loads it: a fact the router
+would refuse stops the run before anything is trained, naming its row and column.
 
 Spec fields::
 
@@ -39,6 +41,8 @@ from .._resplit import rounded
 from ._base import Column, ExperimentKind, KindOutput, Progress
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...contracts import FactSchema
+    from ...datasets import LabelledSet
     from .._spec import SpecReader
 
 __all__ = ["RouterExperiment"]
@@ -220,6 +224,21 @@ class RouterExperiment(ExperimentKind):
             p = Path(self.spec.path).resolve().parent / p
         return p
 
+    def load_checked(self, schema: FactSchema) -> LabelledSet:
+        """The spec's labelled set with every fact checked against the rules' schema
+        (:func:`hybridroute.datasets._registry.load_checked`): a fact the router would
+        refuse is a :class:`~hybridroute.exceptions.DatasetError` naming its row and column
+        before anything is trained; an option the loader does not take names
+        ``dataset.options`` (as :meth:`load_dataset`)."""
+        from ...datasets._registry import load_checked
+
+        try:
+            return load_checked(self.spec.dataset, schema, **self.spec.dataset_options)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, UserInputError):
+                raise
+            raise self.error(str(exc), "dataset.options") from None
+
     def run(self, progress: Progress | None = None) -> KindOutput:
         from ...calibration import fit_policy
         from ...evaluation import evaluate_router
@@ -228,7 +247,7 @@ class RouterExperiment(ExperimentKind):
 
         st = self.spec.settings
         rules = load_rules(self.rules_path())
-        ds = self.load_dataset()
+        ds = self.load_checked(rules.schema)
         train = self.role(ds, "train")
         calibration = self.role(ds, "calibration")
         test = self.role(ds, "test")
