@@ -663,19 +663,22 @@ def test_missing_key_variable_is_a_user_error(server):
 # --------------------------------------------------------------------------- the fault run
 
 
-def test_thousand_texts_with_ten_percent_of_each_fault(tmp_path):
+N_TEXTS = 400  # enough for every fault kind to occur many times (seeded draws)
+
+
+def test_four_hundred_texts_with_ten_percent_of_each_fault(tmp_path):
     """Every text comes back labelled or abstained with a reason; no exception escapes;
     requests stay within the budgets."""
     texts = [
         f"ticket {i}: where is my card" if i % 3 == 0 else f"ticket {i}: refund me"
-        for i in range(1000)
+        for i in range(N_TEXTS)
     ]
     truth = {t: ("card_arrival" if "card" in t else "refund") for t in texts}
     faults = {kind: 0.1 for kind in ("slow", *EXCLUSIVE_FAULTS)}
     settings = RetrySettings(
         max_transport_retries=3,
         max_label_repairs=1,
-        timeout=0.4,
+        timeout=1.0,  # a hang costs this much; ordinary answers never come near it
         backoff_initial=0.001,
         backoff_max=0.01,
     )
@@ -700,7 +703,7 @@ def test_thousand_texts_with_ten_percent_of_each_fault(tmp_path):
         batch = clf.classify(texts)
         stats = server.stats()
 
-    assert len(batch.items) == 1000
+    assert len(batch.items) == N_TEXTS
     reasons = {"invalid_label", "provider_error", "timeout"}
     for text, item in zip(texts, batch.items, strict=True):
         if item.abstained:
@@ -709,10 +712,10 @@ def test_thousand_texts_with_ten_percent_of_each_fault(tmp_path):
             assert item.label == truth[text]  # repaired answers are the right ones
         assert 1 <= item.usage.requests <= settings.max_requests
     report = batch.report
-    assert report.n_answered + report.n_abstained == 1000
+    assert report.n_answered + report.n_abstained == N_TEXTS
     assert report.requests == sum(i.usage.requests for i in batch.items)
     assert report.requests == sum(report.request_outcomes.values())
-    assert report.requests <= 1000 * settings.max_requests
+    assert report.requests <= N_TEXTS * settings.max_requests
     assert stats["requests"] <= report.requests  # a request may die before reaching it
     assert set(report.abstentions) == reasons
     for kind in ("slow", *EXCLUSIVE_FAULTS):
@@ -720,7 +723,7 @@ def test_thousand_texts_with_ten_percent_of_each_fault(tmp_path):
     # A refused body ends its item at once (it is not retried), so with 10% of requests
     # huge about a quarter of the items (2-3 requests each) abstain with provider_error.
     assert 0 < report.request_outcomes["response_too_large"] <= report.abstentions["provider_error"]
-    assert report.n_answered > 400
+    assert report.n_answered > 0.4 * N_TEXTS
 
 
 # --------------------------------------------------------------------------- configuration
