@@ -234,11 +234,14 @@ def planned_calibration_size(
     # as m grows. So walk the stretches of constant e: the first stretch whose *last* size
     # certifies holds the answer (no size in an earlier stretch can), and bisection inside
     # that stretch finds the smallest one. Bracket by doubling first.
-    hi = 1
-    while not bool(ok(hi)):
-        hi *= 2
-        if hi > max_size:
-            return None
+    # the first power of two that certifies, all tested in one vectorised call (scipy's
+    # per-call overhead, not the arithmetic, is what a scalar loop pays for)
+    powers = 2 ** np.arange(0, max(1, int(max_size).bit_length()), dtype=np.int64)
+    powers = powers[powers <= max_size]
+    certifies = np.flatnonzero(ok(powers))
+    if certifies.size == 0:
+        return None
+    hi = int(powers[certifies[0]])
     m = _smallest_certifying(ok, rate, hi)
     return math.ceil(m / coverage)
 
@@ -260,10 +263,17 @@ def _smallest_certifying(ok: Any, rate: float, hi: int) -> int:
         ends = np.array([hi])
     first = int(np.flatnonzero(ok(ends))[0])  # ok(hi) holds, so the last end certifies
     lo, end = (int(ends[first - 1]) if first else 0), int(ends[first])
-    while end - lo > 1:  # every size in (lo, end] has the same error count: bisect
+    # every size in (lo, end] has the same error count, so ok is false then true there:
+    # test a short stretch whole in one call, bisect a long one down to that
+    while end - lo > _WHOLE_STRETCH:
         mid = (lo + end) // 2
         if bool(ok(mid)):
             end = mid
         else:
             lo = mid
-    return end
+    sizes = np.arange(lo + 1, end + 1, dtype=np.int64)
+    return int(sizes[np.flatnonzero(ok(sizes))[0]])
+
+
+# stretches up to this long are tested whole (one vectorised call) rather than bisected
+_WHOLE_STRETCH = 4096
