@@ -26,14 +26,19 @@ message.
     │   ├── InputError                 a file or text is unsafe to read: not a regular file,
     │   │                              over its byte limit, not UTF-8, duplicate keys, too
     │   │                              deep (.path, .line)
-    │   └── SpecError                  an experiment spec is malformed (.path, .field)
+    │   ├── SpecError                  an experiment spec is malformed (.path, .field)
+    │   └── ServiceError               the routing service refused a request: a 4xx answer
+    │                                  (.status, .code, .field)
     ├── NotFittedError                 an estimator was used before ``fit``
     ├── ClassifierError                a classifier could not produce scores
     │   └── LLMError                   the LLM seam gave up (.attempts, .last_response, .usage)
     │       ├── LLMTransportError      transport budget spent (429 / 5xx / connection)
     │       ├── LLMTimeoutError        timeouts spent the transport budget
     │       └── LLMLabelError          repair budget spent: no valid label
-    └── TrackingError                  MLflow tracking failed (results are kept locally)
+    ├── TrackingError                  MLflow tracking failed (results are kept locally)
+    └── ServiceUnavailableError        the routing service could not be reached or failed:
+                                       connection, timeout, 5xx, a malformed answer
+                                       (.status, .attempts)
 
 Names are chosen not to clash with those of dependencies (no ``ValidationError``,
 ``APIError`` or ``RateLimitError`` here).
@@ -60,6 +65,8 @@ __all__ = [
     "NotFittedError",
     "RuleSetError",
     "RulesFileError",
+    "ServiceError",
+    "ServiceUnavailableError",
     "SpecError",
     "TrackingError",
     "UndeclaredValueError",
@@ -345,3 +352,46 @@ class DuplicateDecisionError(UserInputError, ValueError):
         self.item_ids = tuple(item_ids)
         prefix = f"{path}: " if path is not None else ""
         super().__init__(prefix + message)
+
+
+class ServiceError(UserInputError, ValueError):
+    """The routing service refused a request (a 4xx answer), in the server's words.
+
+    Parameters
+    ----------
+    message : str
+        The server's message (the words the command line uses for the same mistake).
+    status : int
+        The HTTP status (400, 413, 422, 401, 403, 404...).
+    code : str
+        The server's error code (``invalid_input``, ``too_large``, ``not_found``...), or
+        ``http_<status>`` when the answer was not the service's JSON error.
+    field : str, optional
+        The field the server names (``facts.amount``, ``items[3].text``).
+    """
+
+    def __init__(self, message: str, *, status: int, code: str, field: str | None = None) -> None:
+        self.status = status
+        self.code = code
+        self.field = field
+        super().__init__(message)
+
+
+class ServiceUnavailableError(HybridRouteError):
+    """The routing service could not be reached, timed out, failed (5xx) or answered with
+    something that is not its API's answer, after the retries that were safe to make.
+
+    Parameters
+    ----------
+    message : str
+        What went wrong (names the URL; never the request body).
+    status : int, optional
+        The HTTP status of the last answer, ``None`` when there was none.
+    attempts : int
+        Requests made.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        self.status = status
+        self.attempts = attempts
+        super().__init__(message)

@@ -17,6 +17,14 @@ An ``id`` in a batch line is the item's request id: the log keeps one decision p
 a router version, so rerunning a batch logs only what is not logged yet. A line without
 an ``id`` has no request id (its line number is not one: two files would share it) and is
 logged every time it is routed.
+
+With ``--url`` the service at that URL (``hybridroute serve``) routes with its live router
+and logs the decisions itself (through :class:`hybridroute.client.RouterClient`); ``--id``
+and a line's ``id`` are the request ids it deduplicates on. A batch is checked here first
+(JSON, keys, ids, text) and sent in requests of at most :data:`URL_BATCH_ITEMS` items; the
+service checks the facts of each request and routes all of it or none, so a refused
+request stops the run with the line it names (the requests before it are routed and logged:
+rerun the fixed file and lines with an ``id`` are not logged twice).
 """
 
 from __future__ import annotations
@@ -49,6 +57,10 @@ MAX_BATCH_ITEMS = 100_000
 MAX_ID_CHARS = 256
 #: Bad batch lines listed on stderr before "... and N more".
 MAX_REPORTED_ERRORS = 20
+#: Most items ``route --url --input`` sends in one request (the service may allow fewer).
+URL_BATCH_ITEMS = 256
+#: Seconds each request to the service may take (``route --url``).
+URL_TIMEOUT_S = 60.0
 
 _ITEM_KEYS = frozenset({"id", "text", "facts", "evidence"})
 _MASKED = "not a valid value (not shown: a --sensitive fact)"
@@ -181,7 +193,8 @@ def _validate_batch(
     """Read and check every line of ``path`` against ``router`` (nothing is routed).
 
     A reason never shows the value of a ``--sensitive`` fact (it goes to stderr and the
-    rejects file, where the log would have hashed it).
+    rejects file, where the log would have hashed it). Without a router (``--url``: the
+    service checks the facts) only the shape of each line is checked.
     """
     from .._redact import scrub_text
 
@@ -218,7 +231,10 @@ def _validate_batch(
                     raise InputError(f"duplicate id {item_id!r} (first on line {first})")
             # exactly what routing will check: facts against the router's schema, rules
             # that cannot be evaluated on them, the text, the evidence
-            router._prepare(item)
+            if router is not None:
+                router._prepare(item)
+            else:
+                _check_shape(item)
         except UserInputError as exc:
             reason = _reason(exc)
             if isinstance(exc, FactsError) and exc.field in sensitive:
@@ -466,8 +482,26 @@ def route(
         "HYBRIDROUTE_LOG_SALT); repeatable.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print full decision records as JSON."),
+    url: str | None = typer.Option(
+        None,
+        "--url",
+        help="Route through the service at this URL (hybridroute serve): it routes with its "
+        "live router and logs the decisions; --id / a line's 'id' is the request id.",
+    ),
 ) -> None:
     """Route one ticket (or a JSONL batch) and print the decision."""
+    if url is not None:
+        _check_url_options(rules, router, log, sensitive, rejects)
+        if input_path is not None:
+            if text is not None or item_id is not None:
+                raise typer.BadParameter(
+                    "--text and --id are for one ticket; a batch line holds its own",
+                    param_hint="--input",
+                )
+            _route_batch_url(url, input_path, as_json)
+        else:
+            _route_one_url(url, text, facts, item_id, as_json)
+        return
     if (rules is None) == (router is None):
         raise typer.BadParameter(
             "give exactly one of --rules FILE or --router DIR", param_hint="--rules/--router"
@@ -533,6 +567,172 @@ def route(
         typer.echo(json.dumps(record, ensure_ascii=False, indent=2))
     else:
         print_decision(record)
+
+
+# --------------------------------------------------------------------------- --url
+
+
+def _check_shape(item: dict[str, Any]) -> None:
+    """What ``--url`` checks of a batch line here (the service checks the facts)."""
+    text = item.get("text")
+    if text is not None:
+        if not isinstance(text, str):
+            raise InputError(f"text must be a string or null, got {type(text).__name__}")
+        check_text(text, what="text")
+    for key in ("facts", "evidence"):
+        value = item.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise FactsError(f"{key} must be a JSON object, got {type(value).__name__}")
+
+
+def _check_url_options(
+    rules: Path | None,
+    router: Path | None,
+    log: Path | None,
+    sensitive: list[str],
+    rejects: Path | None,
+) -> None:
+    refused = [
+        (
+            rules is not None or router is not None,
+            "--rules/--router",
+            "it routes with its live router",
+        ),
+        (log is not None, "--log", "it logs the decisions in its own log"),
+        (bool(sensitive), "--sensitive", "it redacts with its own settings"),
+        (rejects is not None, "--rejects", "it refuses a bad request whole"),
+    ]
+    for given, option, why in refused:
+        if given:
+            raise typer.BadParameter(
+                f"{option} is not used with --url: the service at the URL decides ({why})",
+                param_hint=option,
+            )
+
+
+def _connect(url: str) -> Any:
+    """The client ``route --url`` uses (a seam for tests)."""
+    from ..client import RouterClient
+
+    try:
+        return RouterClient(url, timeout=URL_TIMEOUT_S)
+    except (TypeError, ValueError) as exc:
+        raise InputError(str(exc), path="--url") from None
+
+
+def _unavailable(exc: Exception) -> typer.Exit:
+    from ._app import fail
+
+    return fail(str(exc), code=1)
+
+
+def _route_one_url(
+    url: str, text: str | None, facts: str, item_id: str | None, as_json: bool
+) -> None:
+    from ..exceptions import ServiceUnavailableError
+
+    request_id = None if item_id is None else check_id(item_id, what="--id")
+    if text is not None:
+        check_text(text, what="--text")
+    parsed = read_facts(facts)
+    try:
+        with _connect(url) as client:
+            result = client.route(text, parsed, request_id)
+    except ServiceUnavailableError as exc:
+        raise _unavailable(exc) from None
+    d = result.decision
+    if result.duplicate:
+        typer.echo(
+            f"note: request id {request_id!r} is already logged for {d.router} "
+            f"{d.router_version}; this is the logged decision",
+            err=True,
+        )
+    record = d.to_dict()
+    if as_json:
+        typer.echo(json.dumps(record, ensure_ascii=False, indent=2))
+        typer.echo(f"decision id: {result.decision_id}", err=True)
+    else:
+        print_decision(record)
+        typer.echo(f"decision id : {result.decision_id}")
+
+
+def _line_of(exc: Any, part: list[tuple[int, str | None, dict[str, Any]]]) -> int | None:
+    """The batch line a refusal of ``part`` names (``items[3].facts.amount`` -> its line)."""
+    import re
+
+    m = re.match(r"items\[(\d+)\]", exc.field or "")
+    if m is None or int(m.group(1)) >= len(part):
+        return None
+    return part[int(m.group(1))][0]
+
+
+def _route_batch_url(url: str, input_path: Path, as_json: bool) -> None:
+    from collections import Counter
+
+    from ..exceptions import ServiceError, ServiceUnavailableError
+
+    batch = _validate_batch(None, input_path, _read_batch(input_path))
+    if batch.bad:
+        _report_bad_lines(batch)
+        raise InputError(
+            f"{len(batch.bad)} of {batch.lines} line(s) are invalid (listed above); nothing "
+            "was sent to the service",
+            path=str(input_path),
+        )
+    items = batch.good
+    results: list[Any] = []
+    try:
+        with _connect(url) as client:
+            for start in range(0, len(items), URL_BATCH_ITEMS):
+                part = items[start : start + URL_BATCH_ITEMS]
+                body = []
+                for _, item_id, item in part:
+                    one: dict[str, Any] = {
+                        k: item[k] for k in ("text", "facts", "evidence") if k in item
+                    }
+                    one.setdefault("facts", {})
+                    if item_id is not None:
+                        one["request_id"] = item_id
+                    body.append(one)
+                try:
+                    results.extend(client.route_batch(body))
+                except ServiceError as exc:
+                    done = (
+                        f"; the {len(results)} item(s) before it were routed and logged"
+                        if results
+                        else "; nothing was routed"
+                    )
+                    raise InputError(
+                        f"{exc}{done}", path=str(input_path), line=_line_of(exc, part)
+                    ) from None
+    except ServiceUnavailableError as exc:
+        routed = f" ({len(results)} item(s) were routed and logged before)" if results else ""
+        raise _unavailable(ServiceUnavailableError(f"{exc}{routed}")) from None
+
+    counts: Counter[str] = Counter(r.decision.selected_destination for r in results)
+    if as_json:
+        for (lineno, item_id, _), r in zip(items, results, strict=True):
+            row = {"id": item_id, "line": lineno, "decision_id": r.decision_id}
+            row.update(r.decision.to_dict())
+            if r.duplicate:
+                row["already_logged"] = True
+            typer.echo(json.dumps(row, ensure_ascii=False))
+    routers = sorted({f"{r.decision.router} {r.decision.router_version}" for r in results})
+    dup = sum(r.duplicate for r in results)
+    logged = f"; the service logged {len(results) - dup}"
+    if dup:
+        logged += f" ({dup} already logged: their logged decisions are shown)"
+    say = lambda message: typer.echo(message, err=as_json)  # noqa: E731
+    say(f"routed {len(results)} items with {', '.join(routers) or 'the service'} at {url}{logged}")
+    no_id = sum(item_id is None for _, item_id, _ in items)
+    if no_id:
+        say(
+            f"note: {no_id} item(s) have no 'id', so they carry no request id; routing this "
+            "file again logs them again"
+        )
+    if not as_json:
+        for dest, n in counts.most_common():
+            typer.echo(f"  {dest:<22} {n}")
 
 
 def register(app: typer.Typer) -> None:
