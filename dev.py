@@ -36,10 +36,12 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 STAMP = VENV / ".hybridroute-stamp"
-# Always installed: the test tools and the benchmark-only dependency. Optional extras
-# (embeddings: torch + sentence-transformers; spark: pyspark, needs Java 17) are added with
-# HYBRIDROUTE_EXTRAS=embeddings,spark; their tests run only when they are installed.
-BASE_EXTRAS = ("dev", "bench")
+# Always installed: the test tools, the benchmark-only dependency and the two light
+# extras of the routing service (service: fastapi, uvicorn, prometheus-client; postgres:
+# psycopg). The heavy extras (embeddings: torch + sentence-transformers; spark: pyspark,
+# needs Java 17) are added with HYBRIDROUTE_EXTRAS=embeddings,spark; their tests run only
+# when they are installed.
+BASE_EXTRAS = ("dev", "bench", "service", "postgres")
 
 
 def _extras() -> str:

@@ -5,16 +5,24 @@
   and the run says so in its summary (never silently); with
   ``HYBRIDROUTE_REQUIRE_EXTRAS=1`` (set by CI) a missing extra is an error instead.
 * ``mlflow_server``: a real MLflow tracking server on 127.0.0.1, shared by several packages.
+* ``postgres_url`` / ``postgres_db_url`` / ``make_postgres_server``: a real PostgreSQL
+  server (the system's ``initdb`` / ``pg_ctl``, e.g. Debian's ``postgresql`` package) in a
+  temporary directory on a unix socket, never a mock. ``@pytest.mark.postgres`` tests are
+  reported as not run without it, unless ``HYBRIDROUTE_REQUIRE_POSTGRES=1`` (CI), where a
+  missing server is an error.
 """
 
 from __future__ import annotations
 
+import glob
 import importlib.util
+import itertools
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -33,7 +41,20 @@ _EXTRAS = {
         ("java",),
         "HYBRIDROUTE_EXTRAS=spark python3 dev.py test (and Java 17)",
     ),
+    "service": (
+        ("fastapi", "uvicorn", "prometheus_client"),
+        (),
+        "python3 dev.py test (it installs the service extra)",
+    ),
+    "postgres": (
+        ("psycopg",),
+        (),
+        "python3 dev.py test (it installs the postgres extra) with the PostgreSQL server "
+        "installed (Debian: apt-get install postgresql)",
+    ),
 }
+# extra -> the environment variable that makes it required on its own
+_REQUIRE_ONE = {"postgres": "HYBRIDROUTE_REQUIRE_POSTGRES"}
 _NOT_RUN: list[str] = []
 
 
@@ -41,11 +62,27 @@ def _missing(extra: str) -> list[str]:
     modules, programs, _ = _EXTRAS[extra]
     out = [m for m in modules if importlib.util.find_spec(m) is None]
     out += [p for p in programs if shutil.which(p) is None]
+    if extra == "postgres" and _pg_bindir() is None:
+        out.append("initdb/pg_ctl (the PostgreSQL server)")
     return out
 
 
+def _pg_bindir() -> Path | None:
+    """Where ``initdb`` and ``pg_ctl`` are: on PATH, or Debian's /usr/lib/postgresql/N/bin."""
+    found = shutil.which("initdb"), shutil.which("pg_ctl")
+    if all(found):
+        return Path(found[0]).parent  # type: ignore[arg-type]
+    versions = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
+    )
+    for bindir in reversed(versions):
+        if (Path(bindir) / "initdb").is_file() and (Path(bindir) / "pg_ctl").is_file():
+            return Path(bindir)
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
-    required = os.environ.get("HYBRIDROUTE_REQUIRE_EXTRAS") == "1"
     for extra, (_, _, how) in _EXTRAS.items():
         marked = [item for item in items if extra in item.keywords]
         if not marked:
@@ -53,9 +90,13 @@ def pytest_collection_modifyitems(config, items):
         missing = _missing(extra)
         if not missing:
             continue
+        flags = ["HYBRIDROUTE_REQUIRE_EXTRAS"]
+        if extra in _REQUIRE_ONE:
+            flags.append(_REQUIRE_ONE[extra])
+        required = [f for f in flags if os.environ.get(f) == "1"]
         if required:
             raise pytest.UsageError(
-                f"the '{extra}' extra is required (HYBRIDROUTE_REQUIRE_EXTRAS=1) but "
+                f"the '{extra}' extra is required ({required[0]}=1) but "
                 f"{', '.join(missing)} is missing; install it with: {how}"
             )
         items[:] = [item for item in items if extra not in item.keywords]
@@ -123,3 +164,122 @@ def mlflow_server(tmp_path_factory):
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+# ---------------------------------------------------------------------------- PostgreSQL
+class PostgresServer:
+    """A throw-away PostgreSQL cluster in a temporary directory, on a unix socket only.
+
+    Root may not run ``initdb``: as root the directory is given to the ``postgres`` system
+    user (which Debian's package creates) and the programs run through ``runuser``.
+    """
+
+    SUPERUSER = "hybridroute"
+
+    def __init__(self, bindir: Path) -> None:
+        self.bindir = bindir
+        # not under pytest's tmp dir: its parents are private to root, and the server user
+        # must reach its socket directory
+        self.root = Path(tempfile.mkdtemp(prefix="hr-pg-"))
+        self.data = self.root / "data"
+        self.port = _free_port()
+        self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            shutil.chown(self.root, user="postgres", group="postgres")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            self.SUPERUSER,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+            timeout=120,
+        )
+        self.running = False
+
+    def _run(self, program: str, *args: str, timeout: float) -> None:
+        cmd = [str(self.bindir / program), *args]
+        if self._as_postgres:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            log = self.root / "server.log"
+            tail = log.read_text()[-3000:] if log.is_file() else ""
+            raise RuntimeError(f"{program} failed:\n{proc.stdout}\n{proc.stderr}\n{tail}")
+
+    def start(self) -> None:
+        options = f"-c listen_addresses='' -k {self.root} -p {self.port} -c max_connections=60"
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
+            "-w", "-t", "60", "-o", options, "start", timeout=90,
+        )  # fmt: skip
+        self.running = True
+
+    def stop(self) -> None:
+        if self.running:
+            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", timeout=60)
+            self.running = False
+
+    def url(self, dbname: str = "postgres", password: str | None = None) -> str:
+        user = self.SUPERUSER if password is None else f"{self.SUPERUSER}:{password}"
+        return f"postgresql://{user}@/{dbname}?host={self.root}&port={self.port}"
+
+    def admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True, connect_timeout=10) as conn:
+            conn.execute(sql)
+
+    def remove(self) -> None:
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def make_postgres_server():
+    """A factory of started PostgreSQL servers, all stopped and removed at the end."""
+    bindir = _pg_bindir()
+    if bindir is None:  # pragma: no cover - deselected by pytest_collection_modifyitems
+        raise RuntimeError("no PostgreSQL server programs (initdb, pg_ctl) on this machine")
+    servers: list[PostgresServer] = []
+
+    def make() -> PostgresServer:
+        server = PostgresServer(bindir)
+        servers.append(server)
+        server.start()
+        return server
+
+    yield make
+    for server in servers:
+        server.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(make_postgres_server):
+    """The session's PostgreSQL server."""
+    return make_postgres_server()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server):
+    """``postgresql://...?host=SOCKDIR&port=PORT`` of a database on the session's server."""
+    postgres_server.admin("CREATE DATABASE hybridroute_session")
+    return postgres_server.url("hybridroute_session")
+
+
+_DB_NUMBERS = itertools.count()
+
+
+@pytest.fixture
+def postgres_db_url(postgres_server):
+    """The URL of a fresh, empty database for one test (dropped after it)."""
+    name = f"hr_test_{os.getpid()}_{next(_DB_NUMBERS)}"
+    postgres_server.admin(f"CREATE DATABASE {name}")
+    yield postgres_server.url(name)
+    postgres_server.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -82,16 +82,19 @@ PUBLIC_NAMES = {
         ArtifactError ClassifierError ConditionError DatasetError DatasetUnavailableError
         DuplicateDecisionError FactsError HybridRouteError InputError LLMError LLMLabelError
         LLMTimeoutError LLMTransportError NotFittedError RuleSetError RulesFileError
-        SpecError TrackingError UndeclaredValueError UserInputError
+        ServiceError ServiceUnavailableError SpecError TrackingError UndeclaredValueError
+        UserInputError
     """.split(),
     "experiments": """
         Column ExperimentKind ExperimentResult ExperimentSpec KINDS SPEC_FORMAT load_spec
         parse_spec run_experiment
     """.split(),
     "records": """
-        DecisionLog DriftReport REDACTED Redactor ReplayReport SCHEMA_VERSION drift_report
-        psi record_to_decision replay
+        DecisionLog DriftReport LoggedDecision REDACTED Redactor ReplayReport SCHEMA_VERSION
+        ShadowReport drift_report open_log psi record_to_decision replay shadow_disagreement
     """.split(),
+    "service": "ServiceConfig create_app".split(),
+    "client": "AsyncRouterClient RetrySettings RouteResult RouterClient".split(),
     "router": """
         HybridRouter load_router router_node save_router
     """.split(),

@@ -45,6 +45,7 @@ _COMMAND_MODULES = (
     "_spark",
     "_bench",
     "_demo",
+    "_serve",
 )
 
 

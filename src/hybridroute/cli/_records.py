@@ -1,4 +1,9 @@
-"""``hybridroute replay`` and ``hybridroute drift``: look back at a decision log.
+"""``hybridroute replay``, ``drift`` and ``export``: look back at a decision log.
+
+``--log`` takes a path, a ``sqlite:///PATH`` URL or a ``postgresql://`` URL (see
+:func:`hybridroute.records.open_log`); a log that does not exist is an error, never
+created. When the log holds shadow decisions, ``replay`` and ``drift`` also report
+live-vs-shadow disagreement (key ``shadow`` of ``--json``).
 
 What they print (the JSON report or its summary lines) goes through one
 :class:`~hybridroute._scrub.Scrubber`: a replayed example's ticket text, an error message
@@ -8,6 +13,7 @@ or a drift window named after a fact value carries no credential, and the facts 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +27,24 @@ _SENSITIVE_HELP = (
 )
 
 
-def _open_log(path: Path):
-    from ..records import DecisionLog
+_LOG_HELP = "Decision log: a SQLite file, sqlite:///PATH, or postgresql://USER@HOST/DB."
 
-    if not path.is_file():
-        raise UserInputError(f"{path}: no such decision log")
-    return DecisionLog(path)
+
+def _open_log(target: str):
+    from ..records import open_log
+
+    return open_log(target, create=False)
+
+
+def _shadow(dl: Any, report: Any) -> list[str]:
+    """Add live-vs-shadow disagreement to ``report`` when the log holds shadow rows."""
+    if not dl.count(role="shadow"):
+        return []
+    from ..records import shadow_disagreement
+
+    found = shadow_disagreement(dl)
+    report["shadow"] = found.to_dict()
+    return found.summary_lines()
 
 
 def _facts(records: Any) -> Any:
@@ -34,20 +52,23 @@ def _facts(records: Any) -> Any:
         yield (rec.get("input_snapshot") or {}).get("facts")
 
 
-def _emit(scrub: Any, report: Any, as_json: bool) -> None:
+def _emit(scrub: Any, report: Any, as_json: bool, extra: Sequence[str] = ()) -> None:
     if as_json:
         typer.echo(scrub.json(report, indent=2))
     else:
-        for line in report.summary_lines():
+        for line in [*report.summary_lines(), *extra]:
             typer.echo(scrub.text(line))
 
 
 def replay_cmd(
-    log: Path = typer.Option(..., "--log", help="Decision log (SQLite)."),
+    log: str = typer.Option(..., "--log", help=_LOG_HELP),
     router: Path = typer.Option(..., "--router", help="Router bundle to replay with."),
     rescore: bool = typer.Option(False, "--rescore", help="Score the logged text again."),
     router_version: str | None = typer.Option(
         None, "--only-version", help="Replay only this logged version."
+    ),
+    role: str | None = typer.Option(
+        None, "--role", help="Replay only decisions of this role: live or shadow."
     ),
     sensitive: list[str] = typer.Option([], "--sensitive", help=_SENSITIVE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -57,17 +78,20 @@ def replay_cmd(
     from ..records import replay
     from ..router import load_router
 
+    _check_role(role)
     scrub = Scrubber(sensitive)
+    only = {"router_version": router_version, "role": role}
     with _open_log(log) as dl:
         r = load_router(router)
         if sensitive:
-            scrub.learn(_facts(dl.records(router_version=router_version)))
-        report = replay(dl.records(router_version=router_version), r, rescore=rescore)
-    _emit(scrub, report, as_json)
+            scrub.learn(_facts(dl.records(**only)))
+        report = replay(dl.records(**only), r, rescore=rescore)
+        extra = _shadow(dl, report)
+    _emit(scrub, report, as_json, extra)
 
 
 def drift_cmd(
-    log: Path = typer.Option(..., "--log", help="Decision log (SQLite)."),
+    log: str = typer.Option(..., "--log", help=_LOG_HELP),
     by: str = typer.Option(
         "router_version", "--by", help="Window: router_version, day, or a fact name."
     ),
@@ -91,6 +115,8 @@ def drift_cmd(
     scrub = Scrubber(sensitive)
     with _open_log(log) as dl:
         frame = dl.to_frame()
+        shadow: dict[str, Any] = {}
+        extra = _shadow(dl, shadow)
     if sensitive:
         scrub.learn(_facts(frame["record"]))
     try:
@@ -100,10 +126,38 @@ def drift_cmd(
     except UserInputError as exc:
         # the message lists the windows, which may be the values of a fact
         raise UserInputError(scrub.text(str(exc))) from None
-    _emit(scrub, report, as_json)
+    report.update(shadow)
+    _emit(scrub, report, as_json, extra)
+
+
+def _check_role(role: str | None) -> None:
+    from ..records._logbase import ROLES
+
+    if role is not None and role not in ROLES:
+        raise UserInputError(f"--role: must be one of {', '.join(ROLES)}, got {role!r}")
+
+
+def export_cmd(
+    log: str = typer.Option(..., "--log", help=_LOG_HELP),
+    out: Path = typer.Option(..., "--out", "-o", help="JSONL file to write (one record a line)."),
+    router_version: str | None = typer.Option(
+        None, "--only-version", help="Export only this router version."
+    ),
+    role: str | None = typer.Option(None, "--role", help="Export only this role: live or shadow."),
+) -> None:
+    """Write a decision log's records as JSON lines (with seq, decision_id, role)."""
+    from ._route import _check_output_path
+
+    _check_role(role)
+    with _open_log(log) as dl:
+        # a regular file (a FIFO would block), and not the log itself
+        _check_output_path(out, "--out", getattr(dl, "path", None))
+        n = dl.to_jsonl(out, router_version=router_version, role=role)
+    typer.echo(f"exported {n} decisions from {dl.where} to {out}", err=True)
 
 
 def register(app: typer.Typer) -> None:
-    """Register ``replay`` and ``drift`` on ``app``."""
+    """Register ``replay``, ``drift`` and ``export`` on ``app``."""
     app.command("replay")(replay_cmd)
     app.command("drift")(drift_cmd)
+    app.command("export")(export_cmd)

@@ -256,7 +256,7 @@ def _report_bad_lines(batch: _Batch, *, prefix: str = "error") -> None:
         )
 
 
-def _check_output_path(path: Path, option: str, *others: Path | None) -> None:
+def _check_output_path(path: Path, option: str, *others: Path | str | None) -> None:
     """An output file must be a regular file (or not exist) and not one of the inputs."""
     try:
         info = os.stat(path)
@@ -316,7 +316,7 @@ def _write_rejects(path: Path, batch: _Batch, sensitive: list[str]) -> None:
 def _route_batch(
     router_dir: Path,
     input_path: Path,
-    log_path: Path | None,
+    log_path: str | None,
     as_json: bool,
     sensitive: list[str],
     rejects_path: Path | None,
@@ -332,7 +332,7 @@ def _route_batch(
 
     from rich.progress import Progress
 
-    from ..records import DecisionLog
+    from ..records import open_log
     from ..router import load_router
 
     router = load_router(router_dir)
@@ -358,7 +358,7 @@ def _route_batch(
     # The whole batch is buffered and written in one transaction after routing (all or
     # nothing); only the stored form (redacted JSON) is kept, not the decisions.
     log = (
-        DecisionLog(log_path, sensitive_fields=sensitive, batch_size=n_items + 1)
+        open_log(log_path, sensitive_fields=sensitive, batch_size=n_items + 1)
         if log_path is not None
         else None
     )
@@ -409,8 +409,8 @@ def _route_batch(
         typer.echo(message, err=as_json)
 
     logged = ""
-    if log_path is not None:
-        logged = f"; logged {written} to {log_path}"
+    if log is not None:
+        logged = f"; logged {written} to {log.where}"  # a URL without its password
         if skipped:
             logged += f" ({len(skipped)} already logged, skipped)"
     say(f"routed {n_items} items with {router.name} {router.version}{logged}")
@@ -469,11 +469,11 @@ def route(
         help="With --input: route the valid lines and write the invalid ones (JSONL: file, "
         "line, error, input) to this file, instead of refusing the whole batch.",
     ),
-    log: Path | None = typer.Option(
+    log: str | None = typer.Option(
         None,
         "--log",
-        help="Append the decisions to this decision log (SQLite); ids already logged for "
-        "this router version are skipped.",
+        help="Append the decisions to this decision log (a SQLite file, sqlite:///PATH or "
+        "postgresql://...); ids already logged for this router version are skipped.",
     ),
     sensitive: list[str] = typer.Option(
         [],
@@ -549,9 +549,9 @@ def route(
             raise FactsError(_MASKED, field=exc.field) from None
         raise
     if log is not None:
-        from ..records import DecisionLog
+        from ..records import open_log
 
-        with DecisionLog(log, sensitive_fields=sensitive) as dl:
+        with open_log(log, sensitive_fields=sensitive) as dl:
             record = dl.append(decision, item_id=request_id)
             dl.flush()
             if dl.last_skipped:
@@ -588,7 +588,7 @@ def _check_shape(item: dict[str, Any]) -> None:
 def _check_url_options(
     rules: Path | None,
     router: Path | None,
-    log: Path | None,
+    log: str | None,
     sensitive: list[str],
     rejects: Path | None,
 ) -> None:

@@ -1,12 +1,15 @@
-"""Decision records after the fact: the decision log, replay and drift.
+"""Decision records after the fact: the decision log, replay, drift and shadow disagreement.
 
-* :class:`DecisionLog` -- an append-only SQLite (WAL) store of decision records with
-  batched writes, salted hashes for declared sensitive facts and credential scrubbing;
-  exports to JSONL and pandas.
+* :func:`open_log` -- a decision log behind a URL: ``sqlite:///PATH`` or a path
+  (:class:`DecisionLog`, an append-only SQLite (WAL) store) or ``postgresql://...`` (one
+  log several replicas share). Batched writes, one decision per request id, salted hashes
+  for declared sensitive facts, credential scrubbing; exports to JSONL and pandas.
+  :meth:`DecisionLog.log_many` returns a :class:`LoggedDecision` per decision.
 * :func:`replay` -- re-run a router (the same or another version) on logged inputs and
   report the mismatches.
 * :func:`drift_report` -- distributions by window, PSI / chi-square shift tests, and
   same-snapshot conflicts within and across router versions.
+* :func:`shadow_disagreement` -- live against shadow decisions for the same request ids.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import importlib
 from typing import Any
 
 from .._redact import REDACTED, Redactor
-from ._log import SCHEMA_VERSION, DecisionLog, record_to_decision
+from ._log import DecisionLog
+from ._logbase import SCHEMA_VERSION, LoggedDecision, record_to_decision
+from ._url import open_log
 
 _LAZY = {
     "drift_report": "._drift",
@@ -23,13 +28,17 @@ _LAZY = {
     "psi": "._drift",
     "replay": "._replay",
     "ReplayReport": "._replay",
+    "shadow_disagreement": "._shadow",
+    "ShadowReport": "._shadow",
 }
 
 __all__ = [
     "REDACTED",
     "SCHEMA_VERSION",
     "DecisionLog",
+    "LoggedDecision",
     "Redactor",
+    "open_log",
     "record_to_decision",
     *sorted(_LAZY),
 ]

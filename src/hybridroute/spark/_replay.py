@@ -1,7 +1,7 @@
 """Replay a decision log on Spark: re-route the logged input snapshots, count what changes.
 
-The log's records are read as raw JSON strings (from a JSONL export, or the rows of the
-SQLite log) and only the fields replay needs are pulled out with ``get_json_object``, so
+The log's records are read as raw JSON strings (from a JSONL export, the rows of the
+SQLite log, or the rows of a PostgreSQL log read through :func:`hybridroute.records.open_log`) and only the fields replay needs are pulled out with ``get_json_object``, so
 no record schema has to be inferred. Mismatches are aggregated in Spark with the
 definitions of :func:`hybridroute.records.replay` (``rescore=True``: the pyfunc model
 scores the text again).
@@ -32,7 +32,8 @@ def _sqlite_rows(path: Path) -> list[tuple[int, int, str | None, str]]:
     from ..records import SCHEMA_VERSION
 
     where = str(path)
-    # Plain reads only; never DecisionLog(), which would create tables in a wrong file.
+    # Plain reads only; never DecisionLog(), which would create tables in a wrong file (or
+    # migrate an old log: schema versions 1 and 2 read alike here).
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         try:
@@ -53,6 +54,18 @@ def _sqlite_rows(path: Path) -> list[tuple[int, int, str | None, str]]:
     return [(pos, int(seq), item, rec) for pos, (seq, item, rec) in enumerate(rows)]
 
 
+def _url_rows(url: str) -> list[tuple[int, int, str | None, str]]:
+    """The rows of a log behind a database URL, through the records API (never created)."""
+    from ..records import open_log
+    from ..records._logbase import dumps_record
+
+    with open_log(url, create=False) as log:
+        return [
+            (pos, int(row["seq"]), row["item_id"], dumps_record(row["record"]))
+            for pos, row in enumerate(log.rows())
+        ]
+
+
 def read_decision_log(spark: Any, path: str | os.PathLike[str]) -> Any:
     """The records of a decision log as a Spark DataFrame.
 
@@ -61,7 +74,8 @@ def read_decision_log(spark: Any, path: str | os.PathLike[str]) -> Any:
     spark : SparkSession
     path : path or URI
         A SQLite decision log (read on the driver: a SQLite file lives on one machine),
-        or a JSONL export (:meth:`DecisionLog.to_jsonl`) -- a file or a directory of
+        its ``sqlite:///PATH`` URL, a ``postgresql://`` log URL (read on the driver through the records API), or a
+        JSONL export (:meth:`DecisionLog.to_jsonl`) -- a file or a directory of
         part files, on any file system Spark reads (HDFS, S3, a shared mount).
 
     Returns
@@ -72,7 +86,14 @@ def read_decision_log(spark: Any, path: str | os.PathLike[str]) -> Any:
     """
     from pyspark.sql import functions as F
 
-    local = Path(os.fspath(path))
+    text = os.fspath(path)
+    if isinstance(text, str) and text.split(":", 1)[0].lower() in ("postgresql", "postgres"):
+        return spark.createDataFrame(_url_rows(text), schema=_RECORD_SCHEMA)
+    if isinstance(text, str) and text.lower().startswith("sqlite:"):
+        from ..records._url import sqlite_path
+
+        text = sqlite_path(text)
+    local = Path(text)
     if _is_sqlite(local):
         rows = _sqlite_rows(local)
         return spark.createDataFrame(rows, schema=_RECORD_SCHEMA)

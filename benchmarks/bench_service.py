@@ -1,0 +1,527 @@
+"""The routing service against in-process routing and MLflow's scoring server.
+
+    python benchmarks/bench_service.py [--requests 400] [--batch-size 50]
+        [--concurrency 1,8,32] [--max-seconds 60] [--no-mlflow] [--json]
+
+One router (the ``bench_router`` one: local classifier, certified policy, the example
+rules), saved as a bundle, is served three ways on 127.0.0.1 in the same run:
+
+* **service** -- ``hybridroute serve`` (uvicorn, one worker) with its SQLite decision log:
+  every answer waits for the log commit that holds its decision;
+* **in-process** -- ``HybridRouter.route`` / ``route_many`` in this process, each call's
+  decisions written to the same kind of log with ``log_many`` (one commit per call), one
+  caller at a time (the GIL makes more threads no faster);
+* **mlflow** -- ``mlflow models serve`` (``--env-manager local``, one worker) on the same
+  router logged as a pyfunc model (stateless: no log, no request ids).
+
+Each cell sends at most ``--requests`` requests (single items, or batches of
+``--batch-size`` items) from ``c`` client threads, each with its own HTTP connection, and
+stops early after ``--max-seconds``. It prints items per second and the p50 / p99 latency
+per request, and the ratios: service / in-process and service / mlflow at equal
+concurrency. Goals (issue 17, this 2-core machine): single-item p99 <= 15 ms at
+concurrency 8; batch throughput >= 0.7x in-process; >= 3x MLflow's scoring server.
+
+Client threads, server and (for the in-process baseline) the router share the machine's
+cores, so absolute figures move with its load; the ratios are measured side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:  # as part of the benchmarks package (python -m benchmarks)
+    from .bench_records import ticket_items
+    from .bench_router import build_router
+except ImportError:  # as a script
+    from bench_records import ticket_items  # type: ignore[no-redef]
+    from bench_router import build_router  # type: ignore[no-redef]
+
+HOST = "127.0.0.1"
+GOAL_SINGLE_P99_MS = 15.0
+GOAL_BATCH_VS_INPROCESS = 0.7
+GOAL_VS_MLFLOW = 3.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server at {url} exited with status {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the server at {url} was not ready after {timeout_s:.0f} s")
+
+
+@contextlib.contextmanager
+def _server(cmd: list[str], ready_url: str, env: dict[str, str], log_file: Path) -> Iterator[None]:
+    with open(log_file, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            _wait_ready(ready_url, proc, timeout_s=120)
+            yield
+        except RuntimeError as exc:
+            tail = log_file.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{exc}\n{tail}") from None
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=20)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    # ``mlflow models serve`` starts ``uvicorn`` by name: this interpreter's scripts first
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    env.setdefault("DO_NOT_TRACK", "true")
+    return env
+
+
+# --------------------------------------------------------------------------- the load
+def _load(
+    send: Callable[[Any, int], int],
+    make_session: Callable[[], Any],
+    requests: int,
+    concurrency: int,
+    max_seconds: float,
+) -> dict[str, Any]:
+    """Run ``send(session, i)`` for i < requests from ``concurrency`` threads."""
+    counter = iter(range(requests))
+    lock = threading.Lock()
+    latencies: list[float] = []
+    items = [0]
+    errors: list[str] = []
+    deadline = time.perf_counter() + max_seconds
+    start_gate = threading.Barrier(concurrency + 1)
+
+    def worker() -> None:
+        session = make_session()
+        mine: list[float] = []
+        n_items = 0
+        try:
+            start_gate.wait()
+            while time.perf_counter() < deadline:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    break
+                t0 = time.perf_counter()
+                try:
+                    n_items += send(session, i)
+                except Exception as exc:
+                    with lock:
+                        errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                    continue
+                mine.append(time.perf_counter() - t0)
+        finally:
+            with lock:
+                latencies.extend(mine)
+                items[0] += n_items
+            closer = getattr(session, "close", None)
+            if closer is not None:
+                closer()
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    start_gate.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    lat = np.asarray(latencies) * 1e3
+    return {
+        "concurrency": concurrency,
+        "requests": int(lat.size),
+        "items": items[0],
+        "seconds": round(wall, 3),
+        "items_per_s": round(items[0] / wall, 1) if wall > 0 else None,
+        "p50_ms": round(float(np.percentile(lat, 50)), 2) if lat.size else None,
+        "p99_ms": round(float(np.percentile(lat, 99)), 2) if lat.size else None,
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+    }
+
+
+def _chunks(items: Sequence[dict[str, Any]], size: int, i: int) -> list[dict[str, Any]]:
+    start = (i * size) % len(items)
+    part = [items[(start + k) % len(items)] for k in range(size)]
+    return part
+
+
+def _service_cells(
+    base: str, items: Sequence[dict[str, Any]], args: argparse.Namespace, run_id: str
+) -> dict[str, Any]:
+    import httpx
+
+    def session() -> Any:
+        return httpx.Client(base_url=base, timeout=60.0)
+
+    def single(s: Any, i: int) -> int:
+        item = items[i % len(items)]
+        body = {"text": item["text"], "facts": item["facts"], "request_id": f"{run_id}-s-{i}"}
+        r = s.post("/v1/route", json=body)
+        if r.status_code != 200:
+            raise RuntimeError(f"status {r.status_code}: {r.text[:200]}")
+        return 1
+
+    def batch(s: Any, i: int) -> int:
+        part = _chunks(items, args.batch_size, i)
+        body = {
+            "items": [
+                {"text": it["text"], "facts": it["facts"], "request_id": f"{run_id}-b-{i}-{k}"}
+                for k, it in enumerate(part)
+            ]
+        }
+        r = s.post("/v1/route/batch", json=body)
+        if r.status_code != 200:
+            raise RuntimeError(f"status {r.status_code}: {r.text[:200]}")
+        return len(r.json()["results"])
+
+    out: dict[str, Any] = {"single": [], "batch": []}
+    for c in args.concurrency:
+        out["single"].append(_load(single, session, args.requests, c, args.max_seconds))
+        n_batches = max(1, args.requests // args.batch_size) * 4
+        out["batch"].append(_load(batch, session, n_batches, c, args.max_seconds))
+    return out
+
+
+def _mlflow_cells(
+    base: str, items: Sequence[dict[str, Any]], args: argparse.Namespace
+) -> dict[str, Any]:
+    import httpx
+
+    def session() -> Any:
+        return httpx.Client(base_url=base, timeout=60.0)
+
+    def frame(part: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "dataframe_split": {
+                "columns": ["text", "facts"],
+                "data": [[it["text"], json.dumps(it["facts"])] for it in part],
+            }
+        }
+
+    def post(s: Any, part: Sequence[dict[str, Any]]) -> int:
+        r = s.post("/invocations", json=frame(part))
+        if r.status_code != 200:
+            raise RuntimeError(f"status {r.status_code}: {r.text[:200]}")
+        return len(r.json()["predictions"])
+
+    out: dict[str, Any] = {"single": [], "batch": []}
+    for c in args.concurrency:
+        out["single"].append(
+            _load(
+                lambda s, i: post(s, [items[i % len(items)]]),
+                session,
+                args.requests,
+                c,
+                args.max_seconds,
+            )
+        )
+        n_batches = max(1, args.requests // args.batch_size) * 4
+        out["batch"].append(
+            _load(
+                lambda s, i: post(s, _chunks(items, args.batch_size, i)),
+                session,
+                n_batches,
+                c,
+                args.max_seconds,
+            )
+        )
+    return out
+
+
+def _in_process(
+    router: Any, items: Sequence[dict[str, Any]], args: argparse.Namespace, tmp: Path
+) -> dict[str, Any]:
+    from hybridroute.records import open_log
+
+    out: dict[str, Any] = {}
+    with open_log(f"sqlite:///{tmp / 'inprocess.sqlite'}") as log:
+
+        def single(_: Any, i: int) -> int:
+            item = items[i % len(items)]
+            d = router.route(item["facts"], item["text"])
+            log.log_many([(d, f"s-{i}", "live")])
+            return 1
+
+        def batch(_: Any, i: int) -> int:
+            part = _chunks(items, args.batch_size, i)
+            decisions = router.route_many(part)
+            log.log_many([(d, f"b-{i}-{k}", "live") for k, d in enumerate(decisions)])
+            return len(part)
+
+        n_batches = max(1, args.requests // args.batch_size) * 4
+        out["single"] = _load(single, lambda: None, args.requests, 1, args.max_seconds)
+        out["batch"] = _load(batch, lambda: None, n_batches, 1, args.max_seconds)
+    return out
+
+
+def _mlflow_model(bundle: Path, tmp: Path) -> Path:
+    """The router logged as a pyfunc model, downloaded to a local directory."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    import mlflow
+
+    from hybridroute.tracking import log_router_model
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp / 'mlflow.db'}")
+    exp = mlflow.create_experiment("bench-service", artifact_location=(tmp / "mlruns").as_uri())
+    with mlflow.start_run(experiment_id=exp):
+        info = log_router_model(bundle)
+    return Path(mlflow.artifacts.download_artifacts(info.model_uri, dst_path=str(tmp / "model")))
+
+
+# --------------------------------------------------------------------------- the run
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from hybridroute.router import save_router
+
+    router, ds = build_router()
+    items = ticket_items(ds, 1000)
+    for it in items[:50]:  # warm the router's caches before any timing
+        router.route(it["facts"], it["text"])
+    run_id = uuid.uuid4().hex[:8]
+    env = _env()
+    result: dict[str, Any] = {
+        "benchmark": "service",
+        "requests_per_cell": args.requests,
+        "batch_size": args.batch_size,
+        "concurrency": list(args.concurrency),
+        "cpus": os.cpu_count(),
+    }
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        bundle = save_router(router, tmp / "bundle")
+        result["in_process"] = _in_process(router, items, args, tmp)
+
+        port = _free_port()
+        base = f"http://{HOST}:{port}"
+        cmd = [
+            sys.executable,
+            "-m",
+            "hybridroute",
+            "serve",
+            "--router",
+            str(bundle),
+            "--log",
+            f"sqlite:///{tmp / 'service.sqlite'}",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--max-batch",
+            str(max(1000, args.batch_size)),
+        ]
+        with _server(cmd, f"{base}/readyz", env, tmp / "service.out"):
+            result["service"] = _service_cells(base, items, args, run_id)
+
+        if not args.no_mlflow:
+            model = _mlflow_model(bundle, tmp)
+            port = _free_port()
+            base = f"http://{HOST}:{port}"
+            mlflow_bin = str(Path(sys.executable).with_name("mlflow"))
+            cmd = [
+                mlflow_bin,
+                "models",
+                "serve",
+                "-m",
+                str(model),
+                "--env-manager",
+                "local",
+                "--host",
+                HOST,
+                "-p",
+                str(port),
+                "-w",
+                "1",
+            ]
+            with _server(cmd, f"{base}/ping", env, tmp / "mlflow.out"):
+                result["mlflow"] = _mlflow_cells(base, items, args)
+    result["ratios"] = ratios(result)
+    return result
+
+
+def ratios(result: dict[str, Any]) -> dict[str, Any]:
+    """Service / in-process and service / mlflow throughput, per mode and concurrency."""
+    out: dict[str, Any] = {}
+    inproc = result["in_process"]
+    for mode in ("single", "batch"):
+        for k, cell in enumerate(result["service"][mode]):
+            c = cell["concurrency"]
+            row: dict[str, Any] = {}
+            base = inproc[mode]["items_per_s"]
+            if cell["items_per_s"] and base:
+                row["vs_in_process"] = round(cell["items_per_s"] / base, 3)
+            if "mlflow" in result:
+                other = result["mlflow"][mode][k]["items_per_s"]
+                if cell["items_per_s"] and other:
+                    row["vs_mlflow"] = round(cell["items_per_s"] / other, 3)
+            out[f"{mode}@c{c}"] = row
+    return out
+
+
+def print_report(r: dict[str, Any]) -> None:
+    """The table: one line per (mode, concurrency), then the goals."""
+    print(
+        f"routing service, 127.0.0.1, {r['cpus']} CPUs; at most {r['requests_per_cell']} "
+        f"requests per cell; batches of {r['batch_size']} items"
+    )
+    head = (
+        f"{'mode':<7}{'c':>4}  {'service items/s':>15} {'p50 ms':>7} {'p99 ms':>7}"
+        f"  {'mlflow items/s':>14} {'p50 ms':>7} {'p99 ms':>7}  {'vs in-proc':>10}"
+        f" {'vs mlflow':>9}"
+    )
+    print(head)
+    for mode in ("single", "batch"):
+        for k, cell in enumerate(r["service"][mode]):
+            c = cell["concurrency"]
+            ml = r.get("mlflow", {}).get(mode, [{}] * (k + 1))[k]
+            ratio = r["ratios"][f"{mode}@c{c}"]
+
+            def fmt(v: Any, spec: str) -> str:
+                return format(v, spec) if isinstance(v, (int, float)) else "-"
+
+            print(
+                f"{mode:<7}{c:>4}  {fmt(cell['items_per_s'], ',.0f'):>15} "
+                f"{fmt(cell['p50_ms'], '.2f'):>7} {fmt(cell['p99_ms'], '.2f'):>7}"
+                f"  {fmt(ml.get('items_per_s'), ',.0f'):>14} {fmt(ml.get('p50_ms'), '.2f'):>7}"
+                f" {fmt(ml.get('p99_ms'), '.2f'):>7}  {fmt(ratio.get('vs_in_process'), '.2f'):>10}"
+                f" {fmt(ratio.get('vs_mlflow'), '.2f'):>9}"
+            )
+            errors = cell["errors"] + (ml.get("errors") or 0)
+            if errors:
+                print(
+                    f"        {errors} failed request(s): {cell['first_error'] or ml.get('first_error')}"
+                )
+    ip = r["in_process"]
+    print(
+        f"in-process (HybridRouter + log_many, one caller): single "
+        f"{ip['single']['items_per_s']:,.0f} items/s (p99 {ip['single']['p99_ms']:.2f} ms), "
+        f"batch {ip['batch']['items_per_s']:,.0f} items/s"
+    )
+    single8 = next((c for c in r["service"]["single"] if c["concurrency"] == 8), None)
+    if single8 is not None and single8["p99_ms"] is not None:
+        ok = single8["p99_ms"] <= GOAL_SINGLE_P99_MS
+        print(
+            f"goal single p99 <= {GOAL_SINGLE_P99_MS:g} ms at c=8: {single8['p99_ms']:.2f} ms "
+            f"({'met' if ok else 'NOT met'})"
+        )
+    batch_ratios = [v.get("vs_in_process") for k, v in r["ratios"].items() if k.startswith("batch")]
+    best = max((x for x in batch_ratios if x is not None), default=None)
+    if best is not None:
+        ok = best >= GOAL_BATCH_VS_INPROCESS
+        print(
+            f"goal batch >= {GOAL_BATCH_VS_INPROCESS:g}x in-process: best {best:.2f}x "
+            f"({'met' if ok else 'NOT met'})"
+        )
+    if "mlflow" in r:
+        worst = min(
+            (v["vs_mlflow"] for v in r["ratios"].values() if "vs_mlflow" in v), default=None
+        )
+        if worst is not None:
+            ok = worst >= GOAL_VS_MLFLOW
+            print(
+                f"goal >= {GOAL_VS_MLFLOW:g}x MLflow's scoring server at equal concurrency: "
+                f"lowest {worst:.2f}x ({'met' if ok else 'NOT met'})"
+            )
+
+
+def _concurrency(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+    if not values or min(values) < 1 or max(values) > 256:
+        raise argparse.ArgumentTypeError("concurrency levels must be between 1 and 256")
+    return values
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=400, help="most requests per cell")
+    ap.add_argument("--batch-size", type=int, default=50)
+    ap.add_argument("--concurrency", type=_concurrency, default=(1, 8, 32))
+    ap.add_argument("--max-seconds", type=float, default=60.0, help="longest cell")
+    ap.add_argument("--no-mlflow", action="store_true", help="skip MLflow's scoring server")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if args.requests < 1 or args.batch_size < 1 or args.max_seconds <= 0:
+        ap.error("--requests, --batch-size and --max-seconds must be positive")
+    return args
+
+
+def runner_entry(quick: bool, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows for ``python -m benchmarks``: the c=8 single and batch cells and their ratios."""
+    argv = ["--requests", str(settings.get("requests", 40 if quick else 300))]
+    argv += ["--concurrency", str(settings.get("concurrency", "8"))]
+    argv += ["--max-seconds", str(settings.get("max_seconds", 10 if quick else 30))]
+    if quick or settings.get("no_mlflow"):
+        argv.append("--no-mlflow")
+    r = run(parse_args(argv))
+    rows: list[dict[str, Any]] = []
+    for mode in ("single", "batch"):
+        for cell in r["service"][mode]:
+            c = cell["concurrency"]
+            ratio = r["ratios"][f"{mode}@c{c}"]
+            rows.append(
+                {
+                    "bench": "service",
+                    "key": f"{mode}_c{c}_items_per_s",
+                    "measure": f"service {mode} items/s at c={c} (p99 {cell['p99_ms']} ms)",
+                    "value": cell["items_per_s"],
+                    "unit": "items/s",
+                    "baseline": r["in_process"][mode]["items_per_s"],
+                    "baseline_label": "in-process router + log",
+                    "notes": (
+                        f"vs MLflow scoring server {ratio['vs_mlflow']:.2f}x"
+                        if "vs_mlflow" in ratio
+                        else "MLflow scoring server not run"
+                    ),
+                }
+            )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    r = run(args)
+    if args.json:
+        print(json.dumps(r, indent=2))
+    else:
+        print_report(r)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""``hybridroute serve``: the routing service (FastAPI on uvicorn).
+
+Everything that can be refused is refused before the server starts, as one line with
+exit code 2: the bundles are loaded and verified, the log is opened and checked
+writable (its password never shown), the options are checked. Then one line says where
+the service listens, what is live and where decisions go, and uvicorn serves.
+
+``--workers N`` (N > 1) runs N processes with uvicorn's multi-process mode, each loading
+the routers and opening the log itself (the configuration travels in an environment
+variable); admin endpoints are then off, since a reload or promotion would reach only
+one worker.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+import typer
+
+#: What to install when the service's dependencies are missing.
+INSTALL_HINT = "pip install 'hybridroute[service]'"
+
+
+def _check_extra() -> None:
+    import importlib.util
+
+    from ..exceptions import UserInputError
+
+    missing = [
+        m
+        for m in ("fastapi", "uvicorn", "prometheus_client")
+        if importlib.util.find_spec(m) is None
+    ]
+    if missing:
+        raise UserInputError(
+            f"hybridroute serve needs the 'service' extra ({', '.join(missing)} not "
+            f"installed): {INSTALL_HINT}"
+        )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _log_config(level: str) -> dict[str, object]:
+    """uvicorn's logging configuration, with hybridroute's loggers on its handler."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    loggers = config.setdefault("loggers", {})
+    assert isinstance(loggers, dict)
+    loggers["hybridroute"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    return config
+
+
+def serve(
+    router: Path = typer.Option(..., "--router", help="The live router bundle directory."),
+    shadow: list[Path] = typer.Option(
+        [],
+        "--shadow",
+        help="A candidate bundle that routes every request after its answer is sent "
+        "(logged with role 'shadow'); repeatable.",
+    ),
+    log: str = typer.Option(
+        ...,
+        "--log",
+        help="The decision log: sqlite:///PATH, a file path, or postgresql://USER@HOST/DB.",
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default)."),
+    port: int = typer.Option(8080, "--port", min=1, max=65535, help="Port to listen on."),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        max=64,
+        help="Server processes. More than 1 turns the admin endpoints off (each worker "
+        "holds its own routers).",
+    ),
+    segment_fact: str | None = typer.Option(
+        None,
+        "--segment-fact",
+        help="A fact that /metrics and the status page break ask-user and human-review "
+        "rates down by (not a --sensitive one).",
+    ),
+    sensitive: list[str] = typer.Option(
+        [],
+        "--sensitive",
+        help="A fact stored in the log (and answered) as a salted hash (salt: "
+        "HYBRIDROUTE_LOG_SALT); repeatable.",
+    ),
+    max_batch: int = typer.Option(
+        1000, "--max-batch", min=1, help="Most items in one POST /v1/route/batch."
+    ),
+    max_body_bytes: int = typer.Option(
+        4 << 20, "--max-body-bytes", min=1024, help="Largest request body, in bytes."
+    ),
+    cors_origin: list[str] = typer.Option(
+        [],
+        "--cors-origin",
+        help="An origin allowed to call the API from a browser (none by default); repeatable.",
+    ),
+    log_level: str = typer.Option(
+        "info", "--log-level", help="Server log level: debug, info, warning, error."
+    ),
+    access_log: bool = typer.Option(
+        True, "--access-log/--no-access-log", help="Log one line per request (no bodies)."
+    ),
+) -> None:
+    """Serve a router over HTTP: POST /v1/route, /v1/route/batch; GET /, /metrics, ..."""
+    _check_extra()
+    from .._redact import scrub_text
+    from ..records import open_log
+    from ..records._url import display_url
+    from ..service import ServiceConfig
+    from ..service._worker import CONFIG_ENV, IMPORT_STRING
+
+    if log_level.lower() not in ("critical", "error", "warning", "info", "debug"):
+        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+    config = ServiceConfig(
+        router=router,
+        shadows=tuple(shadow),
+        log=log,
+        max_batch=max_batch,
+        max_body_bytes=max_body_bytes,
+        segment_fact=segment_fact,
+        sensitive_facts=tuple(sensitive),
+        cors_origins=tuple(cors_origin),
+        admin=workers == 1,
+    )
+    # the log first: a wrong URL, an unreachable server, a missing salt fail here
+    probe = open_log(log, sensitive_fields=sensitive)
+    try:
+        probe.check_writable()
+    finally:
+        probe.close()
+
+    from ..service._app import create_app
+
+    app = create_app(config)  # loads and verifies every bundle (again in each worker)
+    current = app.state.hybridroute.routers.current
+    live = current.live
+    shadows = ", ".join(f"{s.name} {s.version}" for s in current.shadows) or "none"
+    token_env = config.admin_token_env
+    if workers > 1:
+        admin_note = f"admin endpoints off ({workers} workers: each holds its own routers)"
+    elif os.environ.get(token_env):
+        admin_note = f"admin endpoints on (token from {token_env})"
+    else:
+        admin_note = f"admin endpoints off ({token_env} not set)"
+    shown_host = f"[{host}]" if ":" in host else host
+    typer.echo(
+        scrub_text(
+            f"hybridroute serve: http://{shown_host}:{port} · live {live.name} {live.version} "
+            f"· shadows: {shadows} · log {display_url(log)} · {admin_note}"
+        )
+    )
+    if not _loopback(host):
+        typer.echo(
+            f"warning: listening on {host}, reachable from other machines; put the service "
+            "behind a proxy that terminates TLS",
+            err=True,
+        )
+
+    import uvicorn
+
+    common = dict(
+        host=host,
+        port=port,
+        log_config=_log_config(log_level),
+        log_level=log_level.lower(),
+        access_log=access_log,
+        server_header=False,
+        proxy_headers=False,
+    )
+    if workers == 1:
+        uvicorn.run(app, **common)  # type: ignore[arg-type]
+        return
+    del app
+    os.environ[CONFIG_ENV] = config.to_json()
+    uvicorn.run(IMPORT_STRING, factory=True, workers=workers, **common)  # type: ignore[arg-type]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``hybridroute serve`` to ``app``."""
+    app.command("serve")(serve)

@@ -1,0 +1,313 @@
+"""The PostgreSQL decision log: one log several router replicas share.
+
+The only module that imports the driver (psycopg 3, the ``postgres`` extra), lazily.
+
+Each write is one transaction of one statement for the whole batch: the rows go in as
+arrays (``INSERT ... SELECT FROM unnest(...)``) with ``ON CONFLICT DO NOTHING RETURNING``
+against a unique partial index on (router, router_version, request id), so the
+insert-if-absent holds across processes and replicas without a table lock; the stored
+rows of the conflicts are read back in the same transaction (another writer's conflicting
+row is committed by then: PostgreSQL makes the insert wait for it). ``seq`` numbers follow
+the caller's order, but the rows go in in key order, so two writers with overlapping
+batches take their index locks in the same order (a deadlock, should one still happen, is
+retried). The commit is durable when it returns (PostgreSQL's
+``synchronous_commit``, on by default).
+
+Tables: ``hybridroute_meta`` and ``hybridroute_decisions`` (names that do not clash in a
+shared database); the layout is schema version 2 of the SQLite log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..exceptions import ArtifactError
+from ._logbase import (
+    INSERT_COLUMNS,
+    SCHEMA_VERSION,
+    STORED_COLUMNS,
+    Key,
+    LogBase,
+    Pending,
+    Stored,
+    create_table_sql,
+    meta_rows,
+)
+from ._url import display_url
+
+__all__ = ["PostgresLog"]
+
+_TABLE = "hybridroute_decisions"
+_META = "hybridroute_meta"
+# serialises schema creation between processes opening a new database at once
+_SCHEMA_LOCK = 0x6879_6272  # "hybr"
+
+_CREATE_TABLE = create_table_sql(
+    _TABLE,
+    seq="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+    real="DOUBLE PRECISION",
+    strict=True,
+)
+_CREATE = f"""
+CREATE TABLE IF NOT EXISTS {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+{_CREATE_TABLE};
+CREATE UNIQUE INDEX IF NOT EXISTS {_TABLE}_request ON {_TABLE} (router, router_version, item_id)
+    WHERE item_id IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS {_TABLE}_decision_id ON {_TABLE} (decision_id);
+CREATE INDEX IF NOT EXISTS {_TABLE}_hash ON {_TABLE} (snapshot_hash);
+CREATE INDEX IF NOT EXISTS {_TABLE}_version ON {_TABLE} (router_version, logged_at);
+CREATE INDEX IF NOT EXISTS {_TABLE}_role ON {_TABLE} (role, router_version)
+"""
+
+_TYPES = {"confidence": "float8"}
+# Parameters go in binary (%b): a text array sent as text would have every quote of every
+# JSON record escaped, which was most of the time of a call.
+# seq follows the caller's order (numbers drawn in input order), while the rows go in in
+# key order: two writers with overlapping batches take their index locks in one order
+_INSERT = (
+    "WITH v AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence("
+    f"'{_TABLE}', 'seq')) AS seq, u.* FROM unnest("
+    + ", ".join(f"%b::{_TYPES.get(c, 'text')}[]" for c in INSERT_COLUMNS)
+    + f") WITH ORDINALITY AS u({', '.join(INSERT_COLUMNS)}, ord) ORDER BY u.ord) "
+    f"INSERT INTO {_TABLE} (seq, {', '.join(INSERT_COLUMNS)}) OVERRIDING SYSTEM VALUE "
+    f"SELECT seq, {', '.join(INSERT_COLUMNS)} FROM v "
+    "ORDER BY item_id IS NULL, router, router_version, item_id "
+    "ON CONFLICT (router, router_version, item_id) WHERE item_id IS NOT NULL "
+    "DO NOTHING RETURNING decision_id"
+)
+_SELECT_KEYS = (
+    f"SELECT {', '.join('d.' + c for c in STORED_COLUMNS)} FROM {_TABLE} d JOIN "
+    "unnest(%b::text[], %b::text[], %b::text[]) AS k(router, router_version, item_id) "
+    "USING (router, router_version, item_id) ORDER BY d.seq"
+)
+
+
+def _driver() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        return None
+    return psycopg
+
+
+class PostgresLog(LogBase):
+    """A decision log in a PostgreSQL database (see the module docstring).
+
+    Open it with :func:`~hybridroute.records.open_log`; the API is that of
+    :class:`~hybridroute.records.DecisionLog` (``integrity_check`` aside).
+
+    Parameters
+    ----------
+    url : str
+        ``postgresql://`` or ``postgres://`` libpq URL; query parameters allowed.
+    batch_size, sensitive_fields, salt, on_duplicate
+        As for :class:`~hybridroute.records.DecisionLog`.
+    connect_timeout_s : float
+        How long connecting may take (unless the URL sets ``connect_timeout``).
+    create : bool, default True
+        Create the tables when the database has none (``False``: an error instead).
+    """
+
+    _ph = "%s"
+    _table = _TABLE
+    _meta_table = _META
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        batch_size: int = 500,
+        sensitive_fields: Iterable[str] = (),
+        salt: str | None = None,
+        on_duplicate: str = "skip",
+        connect_timeout_s: float = 10.0,
+        create: bool = True,
+    ) -> None:
+        self._setup(batch_size, sensitive_fields, salt, on_duplicate)
+        self.where = display_url(url)
+        self._pg = _driver()
+        if self._pg is None:
+            raise ArtifactError(
+                "a PostgreSQL decision log needs the driver: pip install 'hybridroute[postgres]'",
+                path=self.where,
+            )
+        try:
+            params = self._pg.conninfo.conninfo_to_dict(url)
+        except self._pg.Error as exc:
+            raise ArtifactError(
+                f"not a usable PostgreSQL URL ({self._say(exc)})", path=self.where
+            ) from None
+        self._secret = str(params.get("password") or "")
+        self._url = url
+        self._connect_args: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in params:
+            self._connect_args["connect_timeout"] = max(1, int(connect_timeout_s))
+        if "application_name" not in params:
+            self._connect_args["application_name"] = "hybridroute"
+        self._conn: Any = None
+        with self._lock:
+            try:
+                self._init_schema(create)
+            except BaseException:
+                self._close_connection()
+                raise
+
+    def __repr__(self) -> str:
+        return f"PostgresLog({self.where!r})"
+
+    # ------------------------------------------------------------------ connection
+    def _say(self, exc: BaseException) -> str:
+        """The driver's message, on one line, without the password."""
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        secret = getattr(self, "_secret", "")
+        return text.replace(secret, "***") if secret else text
+
+    def _fail(self, exc: BaseException, what: str = "cannot use the decision log") -> ArtifactError:
+        return ArtifactError(f"{what} ({self._say(exc)})", path=self.where)
+
+    def _connection(self) -> Any:
+        if self._closed:
+            raise ArtifactError("the decision log is closed", path=self.where)
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            if conn is not None:
+                conn.close()
+            self._conn = None
+            try:
+                self._conn = self._pg.connect(self._url, **self._connect_args)
+            except self._pg.Error as exc:
+                raise self._fail(exc, "cannot connect to the decision log") from None
+        return self._conn
+
+    def _init_schema(self, create: bool) -> None:
+        conn = self._connection()
+        try:
+            row = conn.execute(
+                f"SELECT to_regclass('{_META}') IS NOT NULL, to_regclass('{_TABLE}') IS NOT NULL"
+            ).fetchone()
+            version = None
+            if row[0]:
+                got = conn.execute(
+                    f"SELECT value FROM {_META} WHERE key = 'schema_version'"
+                ).fetchone()
+                version = None if got is None else int(got[0])
+            if version is not None and version > SCHEMA_VERSION:
+                raise ArtifactError(
+                    f"log schema version {version} is newer than this hybridroute reads "
+                    f"({SCHEMA_VERSION})",
+                    path=self.where,
+                )
+            if version == SCHEMA_VERSION and row[1]:
+                return  # nothing to create: a role that may only read can open the log
+            if not create:
+                raise ArtifactError("no decision log in this database", path=self.where)
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                for stmt in _CREATE.strip().split(";"):
+                    conn.execute(stmt)
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        f"INSERT INTO {_META} (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                        meta_rows(),
+                    )
+        except self._pg.Error as exc:
+            raise self._fail(exc, "not a usable decision log") from None
+
+    # ------------------------------------------------------------------ backend hooks
+    def _write(self, rows: list[Pending], *, abort_on_duplicate: bool) -> list[Stored | None]:
+        pg = self._pg
+        arrays = [list(col) for col in zip(*(r.values for r in rows), strict=True)]
+        for attempt in range(3):
+            conn = self._connection()
+            try:
+                if abort_on_duplicate:
+                    with conn.transaction():
+                        written, found = self._insert(conn, rows, arrays)
+                        if found:
+                            raise pg.Rollback()
+                else:
+                    # one statement in autocommit is its own transaction: all its rows or
+                    # none, durable when it returns -- one round trip instead of three
+                    written, found = self._insert(conn, rows, arrays)
+                break
+            except pg.errors.DeadlockDetected:  # pragma: no cover - key order prevents it
+                if attempt == 2:
+                    raise self._fail(
+                        RuntimeError("deadlock"), "cannot write the decision log"
+                    ) from None
+            except pg.Error as exc:
+                raise self._fail(exc, "cannot write the decision log") from None
+        out: list[Stored | None] = []
+        for r in rows:
+            if r.decision_id in written:
+                out.append(None)
+                continue
+            hit = found.get(r.key)  # type: ignore[arg-type]
+            if hit is None:  # pragma: no cover - the index guarantees a stored row
+                raise ArtifactError(
+                    f"request id {r.item_id!r} conflicted but no stored row was found",
+                    path=self.where,
+                )
+            out.append(hit)
+        return out
+
+    def _insert(
+        self, conn: Any, rows: list[Pending], arrays: list[list[Any]]
+    ) -> tuple[set[str], dict[Key, Stored]]:
+        """Insert-if-absent; the decision ids written and the stored rows of the others
+        (committed by then: an insert conflicting with another writer's waits for it)."""
+        written = {r[0] for r in conn.execute(_INSERT, arrays).fetchall()}
+        missed = [r.key for r in rows if r.decision_id not in written]
+        return written, (self._stored(missed, conn) if missed else {})
+
+    def _stored(self, keys: Sequence[Key | None], conn: Any = None) -> dict[Key, Stored]:
+        wanted = [k for k in keys if k is not None]
+        if not wanted:
+            return {}
+        columns = [list(c) for c in zip(*wanted, strict=True)]
+        try:
+            rows = (conn or self._connection()).execute(_SELECT_KEYS, columns).fetchall()
+        except self._pg.Error as exc:
+            if conn is not None:
+                raise
+            raise self._fail(exc, "cannot read the decision log") from None
+        found: dict[Key, Stored] = {}
+        for row in rows:
+            key, stored = Stored.from_row(row)
+            found.setdefault(key, stored)
+        return found
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._connection().execute(sql.replace("?", "%s"), tuple(args)).fetchall()
+            except self._pg.Error as exc:
+                raise self._fail(exc, "cannot read the decision log") from None
+
+    def _close_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def check_writable(self, *, timeout_s: float = 5.0) -> None:
+        """Raise :class:`~hybridroute.exceptions.ArtifactError` naming the log when it
+        cannot be written now: the server does not answer (a new connection waits at most
+        ``connect_timeout_s``, the check's query ``timeout_s``), is a read-only standby, or
+        the user may not insert into the log's table. Writes nothing."""
+        with self._lock:
+            try:
+                conn = self._connection()
+                with conn.transaction():
+                    conn.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
+                    row = conn.execute(
+                        "SELECT pg_is_in_recovery(), current_setting('transaction_read_only'), "
+                        "has_table_privilege(%s, 'INSERT')",
+                        (_TABLE,),
+                    ).fetchone()
+            except self._pg.Error as exc:
+                raise self._fail(exc, "the decision log is not writable") from None
+        recovery, read_only, may_insert = row
+        if recovery or read_only == "on" or not may_insert:
+            why = "a read-only standby" if recovery or read_only == "on" else "no INSERT privilege"
+            raise ArtifactError(f"the decision log is not writable ({why})", path=self.where)

@@ -1,0 +1,160 @@
+"""``open_log(url)``: a decision log behind a URL (SQLite file or PostgreSQL database).
+
+=====================================  ==============================================
+``sqlite:///relative/path.sqlite``     SQLite, a path relative to the working directory
+``sqlite:////abs/path.sqlite``         SQLite, an absolute path
+a bare path (``str`` or path-like)     SQLite (:class:`~hybridroute.records.DecisionLog`)
+``postgresql://user:pw@host:port/db``  PostgreSQL (also ``postgres://``); libpq query
+                                       parameters are allowed (``?host=/tmp/sock&port=5433``)
+=====================================  ==============================================
+
+The password of a URL never appears in an error, a ``repr`` or a log line: every message
+names the log by :func:`display_url`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from ..exceptions import ArtifactError, InputError
+
+__all__ = ["display_url", "is_url", "open_log", "sqlite_path"]
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):")
+_POSTGRES = ("postgresql", "postgres")
+_KNOWN = ("sqlite", *_POSTGRES)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def display_url(url: str | os.PathLike[str]) -> str:
+    """``url`` with its password (in the user info or a ``password=`` parameter) replaced
+    by ``***``; a path is returned as it is."""
+    text = os.fspath(url)
+    if not isinstance(text, str):
+        text = os.fsdecode(text)
+    scheme = _SCHEME.match(text)
+    if scheme is None:
+        return text
+    rest = text[scheme.end() :]
+    cut = scheme.end() + len(rest) - len(rest.lstrip("/"))
+    head, rest = text[:cut], text[cut:]
+    # the user info ends at the last '@' before the query: a raw '/' or '@' in a password
+    # must not let any of it through
+    end = min([i for i in (rest.find("?"), rest.find("#")) if i >= 0] or [len(rest)])
+    at = rest.rfind("@", 0, end)
+    if at >= 0 and ":" in rest[:at]:
+        user = rest[:at].split(":", 1)[0]
+        rest = f"{user}:***{rest[at:]}"
+    return head + _QUERY_PASSWORD.sub(r"\1***", rest)
+
+
+def is_url(target: str | os.PathLike[str]) -> bool:
+    """True when ``target`` is a URL, not a bare path: a string with ``scheme://``, or one
+    that starts with ``sqlite:`` / ``postgresql:`` / ``postgres:`` (a malformed log URL)."""
+    if not isinstance(target, str):
+        return False
+    scheme = _SCHEME.match(target)
+    if scheme is None:
+        return False
+    return target[scheme.end() :].startswith("//") or scheme.group(1).lower() in _KNOWN
+
+
+def sqlite_path(url: str) -> str:
+    """The file path of a ``sqlite:///`` URL (refused with an InputError if malformed)."""
+    rest = url.split(":", 1)[1]
+    if not rest.startswith("///") or "?" in rest or "#" in rest:
+        raise InputError(
+            "not a SQLite log URL: write sqlite:///relative/path.sqlite or "
+            "sqlite:////absolute/path.sqlite (no host, no query)",
+            path=display_url(url),
+        )
+    path = rest[3:]
+    if not path.strip() or path.startswith(":memory:") or path.endswith("/"):
+        raise InputError(
+            "a SQLite log URL needs a file path (a log in memory would be lost)",
+            path=display_url(url),
+        )
+    return path
+
+
+def _sqlite(
+    path: str | os.PathLike[str], create: bool, common: dict[str, Any], options: dict[str, Any]
+) -> Any:
+    from ._log import DecisionLog
+
+    if not create and not os.path.isfile(path):
+        raise ArtifactError("no such decision log", path=os.fspath(path))  # type: ignore[arg-type]
+    return DecisionLog(path, **common, **options)
+
+
+def open_log(
+    url: str | os.PathLike[str],
+    *,
+    sensitive_fields: Iterable[str] = (),
+    salt: str | None = None,
+    batch_size: int = 500,
+    on_duplicate: str = "skip",
+    create: bool = True,
+    **options: Any,
+) -> Any:
+    """Open (creating when missing) the decision log at ``url``.
+
+    Parameters
+    ----------
+    url : str or path-like
+        ``sqlite:///PATH``, ``postgresql://...`` / ``postgres://...`` (libpq URL, query
+        parameters allowed), or a bare file path (SQLite).
+    sensitive_fields : iterable of str
+        Fact names stored as salted hashes.
+    salt : str, optional
+        The salt for those hashes (default: ``HYBRIDROUTE_LOG_SALT``); never stored.
+    batch_size : int
+        Decisions buffered by ``append`` before one transaction writes them.
+    on_duplicate : {"skip", "error"}
+        What ``append`` / ``flush`` do with a request id already logged.
+    create : bool, default True
+        Create the log when there is none; ``False`` (for readers): an
+        :class:`~hybridroute.exceptions.ArtifactError` instead.
+    **options
+        Backend options: ``busy_timeout_s`` (SQLite), ``connect_timeout_s`` (PostgreSQL).
+
+    Returns
+    -------
+    DecisionLog or PostgresLog
+        Both have the same API: ``log_many``, ``lookup``, ``check_writable``, ``append`` /
+        ``extend`` / ``flush``, ``rows``, ``records``, ``count``, ``to_jsonl``, ...
+
+    Raises
+    ------
+    InputError
+        ``url`` is not a decision-log URL (the message names it without its password).
+    ArtifactError
+        The log cannot be opened: not a decision log, a newer schema, a server that does
+        not answer, the PostgreSQL driver not installed.
+    """
+    common: dict[str, Any] = dict(
+        sensitive_fields=sensitive_fields,
+        salt=salt,
+        batch_size=batch_size,
+        on_duplicate=on_duplicate,
+    )
+    if not is_url(url):
+        return _sqlite(url, create, common, options)
+    text = str(url)
+    scheme = text.split(":", 1)[0].lower()
+    if scheme == "sqlite":
+        return _sqlite(sqlite_path(text), create, common, options)
+    if scheme in _POSTGRES:
+        if not text.split(":", 1)[1].startswith("//"):
+            raise InputError("not a PostgreSQL URL: write postgresql://...", path=display_url(text))
+        from ._postgres import PostgresLog
+
+        return PostgresLog(text, create=create, **common, **options)
+    raise InputError(
+        f"not a decision-log URL (scheme {scheme!r}): use sqlite:///PATH, "
+        "postgresql://USER@HOST/DB, or a file path",
+        path=display_url(text),
+    )

@@ -1,0 +1,226 @@
+"""The app factory: :func:`create_app` builds the FastAPI application of a config.
+
+Bundles are loaded (and verified) when the app is made, so a tampered or missing bundle
+fails at once, naming the file; the log is opened by the app's lifespan (on start-up)
+and closed on shutdown after pending shadow work and commits are done.
+
+Errors: every refusal is ``{"error": {"code", "field", "message"}}`` with a 4xx status --
+including an unknown path (404) or method (405). Anything else is a bug: a 500 with the
+same shape and a generic message; the server's log gets the exception's type and where
+it was raised, never its message (which may quote a request) and never a body.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .._version import __version__
+from ..exceptions import UserInputError
+from ._config import ServiceConfig
+from ._input import RequestProblem
+from ._routers import LIVE, SHADOW, RouterSet, load_bundle
+from ._state import ServiceState
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger("hybridroute.service")
+
+#: Paths counted under their own name in ``hybridroute_requests_total`` (others: "other").
+_ENDPOINTS = frozenset(
+    {
+        "/",
+        "/v1/route",
+        "/v1/route/batch",
+        "/healthz",
+        "/readyz",
+        "/v1/routers",
+        "/v1/shadow",
+        "/metrics",
+        "/v1/admin/reload",
+        "/v1/admin/promote",
+    }
+)
+_SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
+
+
+def _problem_response(problem: RequestProblem) -> JSONResponse:
+    headers = {"www-authenticate": "Bearer"} if problem.status == 401 else None
+    return JSONResponse(problem.body(), status_code=problem.status, headers=headers)
+
+
+async def _on_problem(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestProblem)
+    return _problem_response(exc)
+
+
+async def _on_http(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:
+        problem = RequestProblem(
+            404, "not_found", f"no such endpoint: {request.url.path[:200]}; see GET /"
+        )
+    elif exc.status_code == 405:
+        problem = RequestProblem(
+            405,
+            "invalid_input",
+            f"method {request.method} is not allowed on {request.url.path[:200]}",
+        )
+    else:
+        problem = RequestProblem(exc.status_code, "invalid_input", str(exc.detail))
+    return _problem_response(problem)
+
+
+class _Guard:
+    """The outermost layer of the app's own stack: counts and times every request, adds
+    security headers, and turns an unhandled exception into a JSON 500 (logged by type
+    and place only, never re-raised to the server, whose log would quote its message)."""
+
+    def __init__(self, app: ASGIApp, holder: dict[str, ServiceState]) -> None:
+        self.app = app
+        self.holder = holder
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = self.holder["state"]
+        start = time.perf_counter()
+        path = scope.get("path", "")
+        endpoint = path if path in _ENDPOINTS else "other"
+        status = [0]
+        done = [False]
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                message["headers"] = [*message.get("headers", []), *_SECURITY_HEADERS]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                if not done[0]:
+                    done[0] = True
+                    state.metrics.request_seconds.labels(endpoint).observe(
+                        time.perf_counter() - start
+                    )
+                    state.metrics.requests.labels(endpoint, str(status[0])).inc()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except Exception as exc:
+            where = traceback.extract_tb(exc.__traceback__)[-3:]
+            logger.error(
+                "internal error on %s %s: %s at %s",
+                scope.get("method"),
+                endpoint,
+                type(exc).__name__,
+                " <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}" for f in reversed(where)),
+            )
+            if status[0] == 0:
+                body = RequestProblem(500, "internal", "internal error (logged by the server)")
+                await JSONResponse(body.body(), status_code=500)(scope, receive, send_wrapper)
+
+
+def create_app(config: ServiceConfig) -> FastAPI:
+    """The FastAPI application serving ``config``.
+
+    Parameters
+    ----------
+    config : ServiceConfig
+        The live bundle, the shadows, the log URL and the limits.
+
+    Returns
+    -------
+    fastapi.FastAPI
+        Serve it with any ASGI server (``uvicorn.run(app)``); its lifespan opens the log
+        and must run (uvicorn and ``fastapi.testclient.TestClient`` used as a context
+        manager both run it).
+
+    Raises
+    ------
+    ArtifactError
+        A bundle fails to load (missing, changed or unsigned file...), naming it.
+    UserInputError
+        The segment fact is not a fact of the live router's schema.
+
+    Notes
+    -----
+    Admin endpoints are on only when the environment variable
+    ``config.admin_token_env`` holds a token when the app is made (and ``config.admin``
+    is true); the app logs one line saying which.
+    """
+    if not isinstance(config, ServiceConfig):
+        raise TypeError(f"config must be a ServiceConfig, got {type(config).__name__}")
+    live = load_bundle(config.router, LIVE)
+    shadows = tuple(load_bundle(path, SHADOW) for path in config.shadows)
+    routers = RouterSet(live)
+    for shadow in shadows:
+        try:
+            routers.add_shadow(shadow)
+        except ValueError as exc:
+            raise UserInputError(f"shadow bundle {shadow.path}: {exc}") from None
+    if config.segment_fact is not None:
+        declared = {spec.name for spec in live.router.rules.schema.specs}
+        if config.segment_fact not in declared:
+            raise UserInputError(
+                f"service config field 'segment_fact': {config.segment_fact!r} is not a fact "
+                f"of router {live.name} {live.version} (its facts: {sorted(declared)})"
+            )
+    token = config.admin_token()
+    state = ServiceState(config, routers, token)
+    holder = {"state": state}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await state.start()
+        if token is None:
+            why = (
+                "multi-worker serving: each worker holds its own routers"
+                if not config.admin
+                else f"{config.admin_token_env} is not set"
+            )
+            logger.warning("admin endpoints are off (%s)", why)
+        else:
+            logger.info("admin endpoints are on (bearer token from %s)", config.admin_token_env)
+        try:
+            yield
+        finally:
+            await state.stop()
+
+    app = FastAPI(
+        title="hybridroute",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.hybridroute = state
+    app.add_exception_handler(RequestProblem, _on_problem)
+    app.add_exception_handler(StarletteHTTPException, _on_http)
+
+    from ._admin import admin
+    from ._routes import api
+    from ._status_page import page
+
+    app.include_router(api)
+    app.include_router(admin)
+    app.include_router(page)
+    if config.cors_origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(config.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type"],
+        )
+    app.add_middleware(_Guard, holder=holder)
+    return app

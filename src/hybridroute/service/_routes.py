@@ -1,0 +1,166 @@
+"""The API endpoints: routing, health, the routers held, shadows and metrics.
+
+Bodies are read by hand (not by FastAPI's model binding) so that every refusal is the
+command line's: :mod:`hybridroute.service._input` reads under the byte limit and parses
+strict JSON, the router checks the facts, and each problem becomes a 4xx JSON error
+naming its field. Every answer that carries a decision is sent only after the decision
+is committed to the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.background import BackgroundTask
+
+from ..exceptions import UserInputError
+from ._input import RequestProblem, check_batch, check_item, parse_body, read_limited
+from ._metrics import CONTENT_TYPE
+from ._state import ServiceState
+
+__all__ = ["api", "read_json", "state_of"]
+
+api = APIRouter()
+
+#: Media types accepted for a JSON body (none given is accepted too). Anything else --
+#: notably what an HTML form sends -- is refused, so a web page on another origin cannot
+#: route through the service with a "simple" cross-site request.
+_JSON_TYPES = ("application/json",)
+#: Bodies larger than this are parsed on a thread (bytes), answers of more items than
+#: this are encoded on one: either would hold the event loop for milliseconds.
+OFF_LOOP_BYTES = 64 * 1024
+OFF_LOOP_ITEMS = 32
+
+
+def state_of(request: Request) -> ServiceState:
+    """The :class:`ServiceState` of the app that received ``request``."""
+    state: ServiceState = request.app.state.hybridroute
+    return state
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The request's JSON object, read under ``limit`` bytes (400 / 413 / 415 / 422)."""
+    ctype = request.headers.get("content-type")
+    if ctype is not None:
+        media = ctype.split(";", 1)[0].strip().lower()
+        if media not in _JSON_TYPES:
+            raise RequestProblem(
+                415,
+                "invalid_input",
+                f"the request body must be JSON (Content-Type: application/json), got "
+                f"{media[:80]!r}",
+            )
+    data = await read_limited(request.headers, request.stream(), limit)
+    if len(data) > OFF_LOOP_BYTES:  # a large body is parsed off the event loop
+        return await asyncio.to_thread(parse_body, data)
+    return parse_body(data)
+
+
+def _json_bytes(payload: Any) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode(
+        "utf-8"
+    )
+
+
+async def _answer(
+    payload: dict[str, Any], state: ServiceState, job: Any, items: int = 1
+) -> Response:
+    """The answer; the shadows get ``job`` once it is sent (a background task)."""
+    task = None if job is None else BackgroundTask(state.queue_shadows, job)
+    if items > OFF_LOOP_ITEMS:  # a large answer is encoded off the event loop
+        body = await asyncio.to_thread(_json_bytes, payload)
+    else:
+        body = _json_bytes(payload)
+    return Response(body, media_type="application/json", background=task)
+
+
+@api.post("/v1/route")
+async def route(request: Request) -> Response:
+    """Route one item: ``{"text", "facts", "request_id"?, "evidence"?}``."""
+    state = state_of(request)
+    doc = await read_json(request, state.config.max_body_bytes)
+    item, request_id = check_item(doc)
+    routers = state.routers.current  # this request routes and shadows with these
+    decisions = await state.route(routers.live, [item], batch=False)
+    answers, job = await state.log_live(routers, [item], decisions, [request_id])
+    return await _answer(answers[0], state, job)
+
+
+@api.post("/v1/route/batch")
+async def route_batch(request: Request) -> Response:
+    """Route ``{"items": [...]}``: all items or none, answered in order."""
+    state = state_of(request)
+    doc = await read_json(request, state.config.max_body_bytes)
+    checked = check_batch(doc, state.config.max_batch)
+    items = [item for item, _ in checked]
+    request_ids = [rid for _, rid in checked]
+    routers = state.routers.current
+    if not items:
+        return JSONResponse({"results": []})
+    decisions = await state.route(routers.live, items, batch=True)
+    answers, job = await state.log_live(routers, items, decisions, request_ids)
+    return await _answer({"results": answers}, state, job, items=len(answers))
+
+
+@api.get("/healthz")
+async def healthz() -> Response:
+    """The process is up."""
+    return JSONResponse({"status": "ok"})
+
+
+@api.get("/readyz")
+async def readyz(request: Request) -> Response:
+    """Ready: the live bundle is loaded and the log is writable (else 503 and why)."""
+    state = state_of(request)
+    problem = await state.check_log()
+    if problem is not None:
+        raise RequestProblem(503, "unavailable", f"not ready: {problem}")
+    live = state.routers.current.live
+    return JSONResponse({"status": "ready", "live": {"name": live.name, "version": live.version}})
+
+
+@api.get("/v1/routers")
+async def routers(request: Request) -> Response:
+    """The routers held: name, version, role, manifest hash, policy provenance."""
+    state = state_of(request)
+    return JSONResponse({"routers": [r.describe() for r in state.routers.current.all()]})
+
+
+@api.get("/v1/shadow")
+async def shadow(request: Request) -> Response:
+    """Live-vs-shadow disagreement in the log, per shadow, by stage and reason code."""
+    state = state_of(request)
+    unknown = sorted(set(request.query_params) - {"live_version", "shadow_version"})
+    if unknown:
+        raise RequestProblem(
+            422,
+            "invalid_input",
+            f"unknown query parameter(s) {unknown}; use live_version and shadow_version",
+            unknown[0],
+        )
+    versions = {}
+    for name in ("live_version", "shadow_version"):
+        value = request.query_params.get(name)
+        if value is not None and (not value or len(value) > 256):
+            raise RequestProblem(
+                422, "invalid_input", f"{name} must be a version of 1 to 256 characters", name
+            )
+        versions[name] = value
+    current = state.routers.current
+    try:
+        report = await asyncio.to_thread(
+            state.shadow_report, current, versions["live_version"], versions["shadow_version"]
+        )
+    except UserInputError as exc:  # the log cannot be read now
+        raise RequestProblem(503, "unavailable", str(exc)) from None
+    return JSONResponse(report)
+
+
+@api.get("/metrics")
+async def metrics(request: Request) -> Response:
+    """The Prometheus text exposition of this app's registry."""
+    return Response(state_of(request).metrics.render(), media_type=CONTENT_TYPE)

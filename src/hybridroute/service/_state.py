@@ -1,0 +1,231 @@
+"""What one app holds while it runs: its routers, log, committer, shadows and counts.
+
+Routing is CPU work (rules, a TF-IDF transform, a logistic regression): it runs on a
+small thread pool of its own, never on the event loop. Items are routed with the
+library's own batch path (:meth:`HybridRouter.route_many`), so the service accepts
+exactly what the library accepts, and refuses what it refuses with its words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .._redact import scrub_text
+from ..exceptions import UserInputError
+from ..records._url import display_url
+from ._commit import GroupCommitter, LogUnavailable
+from ._config import ServiceConfig
+from ._input import RequestProblem, route_problem
+from ._metrics import ServiceMetrics
+from ._routers import LoadedRouter, Routers, RouterSet
+from ._shadow import ShadowJob, ShadowRunner
+from ._window import RecentWindow
+
+__all__ = ["ServiceState"]
+
+logger = logging.getLogger(__name__)
+
+#: Threads that route live requests.
+ROUTE_THREADS = 2
+
+
+class ServiceState:
+    """The running service of one app (``app.state.hybridroute``).
+
+    Parameters
+    ----------
+    config : ServiceConfig
+        What is served.
+    routers : RouterSet
+        The live router and the shadows, loaded and verified.
+    admin_token : str or None
+        The admin bearer token (``None``: admin endpoints are off).
+    """
+
+    def __init__(self, config: ServiceConfig, routers: RouterSet, admin_token: str | None) -> None:
+        self.config = config
+        self.routers = routers
+        self.admin_token = admin_token
+        self.sensitive = frozenset(config.sensitive_facts)
+        self.metrics = ServiceMetrics(config.segment_fact, config.max_segments)
+        self.window = RecentWindow(config.status_window, config.segment_fact)
+        self.metrics.set_routers(routers.current.all())
+        self.log_shown = display_url(config.log)
+        self.started_at = time.time()
+        self.log: Any = None
+        self.committer: GroupCommitter | None = None
+        self.shadows: ShadowRunner | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ lifespan
+    async def start(self) -> None:
+        """Open the log (on the committer's thread) and start the committer and shadows."""
+        from ..records import open_log
+
+        config = self.config
+        self._executor = ThreadPoolExecutor(
+            max_workers=ROUTE_THREADS, thread_name_prefix="hybridroute-route"
+        )
+        log = await asyncio.to_thread(
+            open_log, config.log, sensitive_fields=config.sensitive_facts, salt=config.salt
+        )
+        self.log = log
+        self.committer = GroupCommitter(log, config.commit_window_s, self.metrics.on_commit)
+        self.shadows = ShadowRunner(self.committer, self.metrics, self.window, config.shadow_queue)
+        self.shadows.start()
+
+    async def stop(self) -> None:
+        """Finish shadow work and pending commits, then close the log."""
+        if self.shadows is not None:
+            await self.shadows.aclose()
+        if self.committer is not None:
+            await self.committer.aclose()
+        if self.log is not None:
+            log, self.log = self.log, None
+            await asyncio.to_thread(log.close)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+
+    def _running(self) -> tuple[GroupCommitter, ThreadPoolExecutor]:
+        if self.committer is None or self._executor is None:
+            raise RequestProblem(503, "unavailable", "the service is not started (no lifespan)")
+        return self.committer, self._executor
+
+    # ------------------------------------------------------------------ routing
+    async def route(
+        self, loaded: LoadedRouter, items: Sequence[dict[str, Any]], batch: bool
+    ) -> list[Any]:
+        """Route ``items`` with ``loaded`` (off the event loop), all or nothing.
+
+        Raises
+        ------
+        RequestProblem
+            422 naming the field (``facts.amount``; ``items[3].facts.amount`` in a batch)
+            when the router refuses an item; nothing is routed then.
+        """
+        _, executor = self._running()
+        loop = asyncio.get_running_loop()
+        start = time.perf_counter()
+        try:
+            decisions = await loop.run_in_executor(executor, loaded.router.route_many, items)
+        except UserInputError as exc:
+            if not batch:
+                raise route_problem(exc, "", self.sensitive) from None
+            index = await loop.run_in_executor(executor, _first_bad, loaded.router, items)
+            raise route_problem(
+                exc if index is None else index[1],
+                "" if index is None else f"items[{index[0]}].",
+                self.sensitive,
+            ) from None
+        self.metrics.route_seconds.labels("live").observe(time.perf_counter() - start)
+        return list(decisions)
+
+    async def log_live(
+        self,
+        routers: Routers,
+        items: Sequence[dict[str, Any]],
+        decisions: Sequence[Any],
+        request_ids: Sequence[str | None],
+    ) -> tuple[list[dict[str, Any]], ShadowJob | None]:
+        """Log the live decisions (committed before this returns) and count them.
+
+        Returns the answers (``{"decision_id", "duplicate", "decision"}`` each, in order)
+        and the job the shadows should route once the answer is sent (``None`` without
+        shadows, or when every item was a duplicate).
+
+        Raises
+        ------
+        RequestProblem
+            503 ``unavailable`` when the log refused the commit.
+        """
+        committer, _ = self._running()
+        entries = [(d, rid, "live") for d, rid in zip(decisions, request_ids, strict=True)]
+        try:
+            logged = await committer.submit(entries)
+        except LogUnavailable as exc:
+            raise RequestProblem(503, "unavailable", str(exc)) from None
+        fresh = [r.record for r in logged if not r.duplicate]
+        self.metrics.observe(fresh, "live")
+        self.window.add_live(fresh)
+        dup_version = routers.live.version
+        for r in logged:
+            if r.duplicate:
+                self.metrics.duplicates.labels(dup_version).inc()
+        answers = [
+            {"decision_id": r.decision_id, "duplicate": r.duplicate, "decision": r.record}
+            for r in logged
+        ]
+        job = None
+        if routers.shadows:
+            keep = [i for i, r in enumerate(logged) if not r.duplicate]
+            if keep:
+                job = ShadowJob(
+                    routers=routers,
+                    items=[items[i] for i in keep],
+                    request_ids=[request_ids[i] or logged[i].decision_id for i in keep],
+                    live=[logged[i].record for i in keep],
+                )
+        return answers, job
+
+    async def queue_shadows(self, job: ShadowJob | None) -> None:
+        """Hand ``job`` to the shadows (the background task of a sent answer)."""
+        if job is not None and self.shadows is not None:
+            self.shadows.submit(job)
+
+    # ------------------------------------------------------------------ the log
+    async def check_log(self) -> str | None:
+        """``None`` when the log is writable, else why not (for ``/readyz``)."""
+        if self.log is None or self.committer is None:
+            return "the decision log is not open (the service is starting or stopping)"
+        try:
+            await self.committer.call(self.log.check_writable)
+        except Exception as exc:
+            return scrub_text(" ".join(str(exc).split())) or type(exc).__name__
+        return None
+
+    def shadow_report(
+        self, current: Routers, live_version: str | None, shadow_version: str | None
+    ) -> dict[str, Any]:
+        """:func:`hybridroute.records.shadow_disagreement` over the whole log (blocking).
+
+        Read through a connection of its own, so a long read never holds up the commits
+        that live answers wait for (SQLite readers do not block its writer; PostgreSQL
+        readers never do).
+        """
+        from ..records import open_log, shadow_disagreement
+
+        config = self.config
+        log = open_log(config.log, sensitive_fields=config.sensitive_facts, salt=config.salt)
+        try:
+            report = shadow_disagreement(
+                log, live_version=live_version, shadow_version=shadow_version
+            )
+        finally:
+            log.close()
+        return {
+            "live": {"name": current.live.name, "version": current.live.version},
+            "shadows": [{"name": s.name, "version": s.version} for s in current.shadows],
+            **report.to_dict(),
+        }
+
+
+def _first_bad(
+    router: Any, items: Sequence[Mapping[str, Any]]
+) -> tuple[int, UserInputError] | None:
+    """The first item the router refuses, and its error (``None``: none alone is refused).
+
+    Each item is only checked, not routed: the router's own preparation (facts against the
+    schema, rules that cannot be evaluated, text, evidence), as ``hybridroute route``
+    checks a batch line.
+    """
+    for i, item in enumerate(items):
+        try:
+            router._prepare(item)
+        except UserInputError as exc:
+            return i, exc
+    return None

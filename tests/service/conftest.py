@@ -1,0 +1,195 @@
+"""Fixtures of the service tests: two small router bundles, apps on SQLite logs, servers.
+
+* ``bundles`` (session): ``v1`` (live) and ``v2`` (a shadow: the same model, a stricter
+  policy, so the two disagree on some texts) built once from the support tickets; plus a
+  ``tampered`` copy of ``v2`` with one file changed after it was sealed.
+* ``make_app``: ``make_app(tmp_path, **config)`` -> a TestClient (lifespan running) of a
+  fresh app on a SQLite log under ``tmp_path``.
+* ``serve_subprocess``: ``hybridroute serve`` as a real process on a free port.
+
+The browser test needs Debian's ``chromium`` and ``chromedriver``: without them it is
+deselected and the run's summary says it was NOT run, unless ``HYBRIDROUTE_REQUIRE_BROWSER=1``
+(CI), where a missing browser is an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: Debian's chromium and its driver (another place: HYBRIDROUTE_CHROMIUM / _CHROMEDRIVER).
+CHROMIUM = os.environ.get("HYBRIDROUTE_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("HYBRIDROUTE_CHROMEDRIVER", "/usr/bin/chromedriver")
+_NOT_RUN: list[str] = []
+
+
+def browser_missing() -> list[str]:
+    """What the browser test lacks (empty: it can run)."""
+    out = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        out.append("selenium")
+    return out
+
+
+def pytest_collection_modifyitems(config, items):
+    marked = [item for item in items if "browser" in item.keywords]
+    if not marked:
+        return
+    missing = browser_missing()
+    if not missing:
+        return
+    if os.environ.get("HYBRIDROUTE_REQUIRE_BROWSER") == "1":
+        raise pytest.UsageError(
+            f"the browser test is required (HYBRIDROUTE_REQUIRE_BROWSER=1) but "
+            f"{', '.join(missing)} is missing; install Debian's chromium and chromium-driver"
+        )
+    items[:] = [item for item in items if "browser" not in item.keywords]
+    config.hook.pytest_deselected(items=marked)
+    _NOT_RUN.append(
+        f"{len(marked)} browser test(s) of the service were NOT run ({', '.join(missing)} "
+        "missing); install chromium and chromium-driver (apt-get install chromium "
+        "chromium-driver) to run them"
+    )
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in _NOT_RUN:
+        terminalreporter.write_line(line, yellow=True, bold=True)
+
+
+# --------------------------------------------------------------------------- bundles
+
+
+@pytest.fixture(scope="session")
+def bundles(tmp_path_factory) -> dict[str, Path]:
+    from hybridroute.calibration import CertifiedPrecisionThreshold
+    from hybridroute.classifiers import LocalClassifier
+    from hybridroute.datasets import load_dataset
+    from hybridroute.router import HybridRouter, save_router
+    from hybridroute.rules import load_rules
+
+    from ..router.conftest import EXAMPLE, fitted_policy
+
+    root = tmp_path_factory.mktemp("service-bundles")
+    ds = load_dataset("support-tickets")
+    train = ds.split("train")
+    clf = LocalClassifier(Cs=(10.0,)).fit(train.texts, train.y)
+    rules = load_rules(EXAMPLE)
+    out = {}
+    for version, target in (("1", 0.85), ("2", 0.97)):
+        router = HybridRouter(
+            rules=rules,
+            classifier=clf,
+            policy=fitted_policy(clf, ds, CertifiedPrecisionThreshold(target, 0.1)),
+            name="support",
+            version=version,
+        )
+        out[f"v{version}"] = save_router(router, root / f"bundle-v{version}")
+    tampered = root / "bundle-tampered"
+    shutil.copytree(out["v2"], tampered)
+    dest = tampered / "destinations.json"
+    dest.write_text(dest.read_text().replace("order_status", "complaint", 1))
+    out["tampered"] = tampered
+    return out
+
+
+@pytest.fixture
+def make_app(bundles, monkeypatch) -> Iterator[Any]:
+    """``make_app(log_dir, shadows=("v2",), token=None, **config)`` -> a running TestClient."""
+    from fastapi.testclient import TestClient
+
+    from hybridroute.service import ServiceConfig, create_app
+
+    stack = contextlib.ExitStack()
+
+    def make(log_dir: Path, *, shadows=(), token: str | None = None, **kw: Any) -> Any:
+        if token is None:
+            monkeypatch.delenv("HYBRIDROUTE_ADMIN_TOKEN", raising=False)
+        else:
+            monkeypatch.setenv("HYBRIDROUTE_ADMIN_TOKEN", token)
+        config = ServiceConfig(
+            router=bundles["v1"],
+            shadows=tuple(bundles[s] for s in shadows),
+            log=f"sqlite:///{log_dir / 'decisions.sqlite'}",
+            **kw,
+        )
+        client = TestClient(create_app(config), raise_server_exceptions=False)
+        stack.enter_context(client)
+        return client
+
+    with stack:
+        yield make
+
+
+# --------------------------------------------------------------------------- servers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not become ready in {timeout} s")
+
+
+def serve_command(bundles: dict[str, Path], log: str, port: int, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "hybridroute",
+        "serve",
+        "--router",
+        str(bundles["v1"]),
+        "--log",
+        log,
+        "--port",
+        str(port),
+        *extra,
+    ]
+
+
+@contextlib.contextmanager
+def uvicorn_thread(app: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free port in a thread; yields its URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
