@@ -545,3 +545,32 @@ def test_a_command_line_error_quoting_a_key_prints_it_scrubbed(canary_env, capsy
     assert rc == 2
     assert err.startswith("error: ") and err.count("\n") == 1
     assert key not in err and "[REDACTED]" in err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "connect failed: password=C4N4RYpw1 host=db",
+        "FATAL: api_key: 'C4N4RYkey2abc'",
+        'config {"client_secret": "C4N4RYsec3xyz"}',
+        "AWS_SECRET_ACCESS_KEY=C4N4RY/K7MDENG+bPxRfi",
+        "https://hooks.example/?token=C4N4RYtok5&u=1",
+        "my Password : Tr0ub-C4N4RY&3",
+    ],
+)
+def test_a_credential_assigned_in_free_text_is_scrubbed(text):
+    from hybridroute._redact import REDACTED, scrub_text
+
+    out = scrub_text(text)
+    assert NEEDLE.decode() not in out.lower() and REDACTED in out
+    assert scrub_text(out) == out  # idempotent
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["prompt_tokens=1234567 completion_tokens: 89", "the token is here", "ratio 3:10 passes"],
+)
+def test_counts_and_plain_words_are_not_scrubbed(text):
+    from hybridroute._redact import scrub_text
+
+    assert scrub_text(text) == text

@@ -59,6 +59,16 @@ _SECRET_VALUE_RE = re.compile(
     )""",
     re.VERBOSE,
 )
+# a credential assigned in free text: "password=hunter22", "api_key: abc123...", "token='x...'"
+# (the key must be credential-like, not a count such as prompt_tokens; the value is 6+
+# characters up to whitespace, a quote or a separator)
+_ASSIGNED_SECRET_RE = re.compile(
+    r"""(?P<key>[A-Za-z0-9_\-]*(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|pwd|credential
+          |private[_-]?key)[A-Za-z0-9_\-]*)
+        (?P<sep>["']?\s*[=:]\s*["']?)
+        (?!\[REDACTED\])(?P<value>[^\s"';,)}\]]{6,})""",
+    re.IGNORECASE | re.VERBOSE,
+)
 _HASHED_RE = re.compile(r"^hmac-sha256:[0-9a-f]{64}$")
 # a URL's password: scheme://user:password@host
 _URL_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+@")
@@ -70,6 +80,13 @@ _MIN_ENV_SECRET = 8
 _MIN_SUBSTRING = 6
 # learned values longer than this are matched with str.replace, not the trie pattern
 _MAX_TRIE_VALUE = 256
+
+
+def _assigned(match: re.Match[str]) -> str:
+    """An assigned credential with its value replaced (a token count is left alone)."""
+    if _COUNT_KEY_RE.search(match.group("key")):
+        return match.group(0)
+    return match.group("key") + match.group("sep") + REDACTED
 
 
 def _trie_pattern(words: Iterable[str]) -> str:
@@ -210,6 +227,8 @@ class Redactor:
         # key shapes first: replacing an environment value or a learned value that occurs
         # inside a key would break its shape and let the rest of the key through
         text = _SECRET_VALUE_RE.sub(REDACTED, text)
+        if "=" in text or ":" in text:
+            text = _ASSIGNED_SECRET_RE.sub(_assigned, text)
         if self._whole:
             for value in self._long:
                 if value in text:

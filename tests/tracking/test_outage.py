@@ -236,7 +236,13 @@ def _corrupt_db(tmp_path) -> str:
         pytest.param(lambda tmp: "foo://nowhere", id="unsupported scheme"),
         pytest.param(lambda tmp: f"file://{tmp}/mlruns", id="MLflow's retired file store"),
         pytest.param(_corrupt_db, id="a file that is not a database"),
-        pytest.param(lambda tmp: "postgresql://u:pw@127.0.0.1:9/db", id="driver not installed"),
+        pytest.param(
+            lambda tmp: "postgresql://u:pw@127.0.0.1:9/db",
+            id="nothing listening on the database port",
+        ),
+        pytest.param(
+            lambda tmp: "mysql+pymysql://u:pw@127.0.0.1:9/db", id="a database URI with a driver"
+        ),
     ],
 )
 def test_an_unusable_store_finishes_with_one_warning(tmp_path, make_uri):

@@ -103,6 +103,35 @@ def _probe_http(uri: str, timeout_s: float) -> str | None:
         return f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
 
 
+#: Database tracking stores, by URI scheme (before any ``+driver``), and their default port.
+_DB_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}
+
+
+def _probe_database(uri: str, timeout_s: float) -> str | None:
+    """None when a database store's host accepts a TCP connection, else the reason.
+
+    MLflow retries a database it cannot reach for well over a minute; a refused or
+    silent port is found here in ``timeout_s``. A store reached through a unix socket
+    (no host in the URI) is left to MLflow.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(uri)
+        scheme = parts.scheme.split("+", 1)[0].lower()
+        host, port = parts.hostname, parts.port or _DB_PORTS.get(scheme)
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+    if not host or port is None or "host=" in parts.query:
+        return None
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+
+
 class Tracker:
     """Log runs to MLflow, or do nothing (after one warning) when the store is unreachable.
 
@@ -115,7 +144,8 @@ class Tracker:
     enabled : bool
         ``False`` turns tracking off entirely (no MLflow import).
     probe_timeout_s : float
-        How long to wait for an HTTP server's health check before giving up.
+        How long to wait for an HTTP server's health check (or a database store's port)
+        before giving up.
     scrubber : Scrubber, optional
         What everything logged passes through; default: a fresh one (credentials only).
         Pass the command's own to hash its declared sensitive facts too.
@@ -163,6 +193,11 @@ class Tracker:
             return True
         if self.tracking_uri.startswith(("http://", "https://")):
             problem = _probe_http(self.tracking_uri, self.probe_timeout_s)
+            if problem is not None:
+                self._disable("no answer", problem)
+                return False
+        elif self.tracking_uri.split(":", 1)[0].split("+", 1)[0].lower() in _DB_PORTS:
+            problem = _probe_database(self.tracking_uri, self.probe_timeout_s)
             if problem is not None:
                 self._disable("no answer", problem)
                 return False
