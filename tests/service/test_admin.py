@@ -135,13 +135,37 @@ def test_an_in_flight_request_finishes_on_the_router_it_started_with(
 
     monkeypatch.setattr(live, "route_many", held)
     answer: dict = {}
-    t = threading.Thread(target=lambda: answer.update(client.post("/v1/route", json=PARCEL).json()))
+    # a batch: routed on a worker thread (one item of the local classifier is routed on
+    # the event loop, where no promotion can interleave with it)
+    batch = {"items": [PARCEL, PARCEL]}
+    t = threading.Thread(
+        target=lambda: answer.update(client.post("/v1/route/batch", json=batch).json())
+    )
     t.start()
     assert entered.wait(10)
     r = client.post("/v1/admin/promote", json={"version": "2"}, headers=auth())
     assert r.status_code == 200
     release.set()
     t.join(timeout=10)
-    assert answer["decision"]["router_version"] == "1"
+    assert [x["decision"]["router_version"] for x in answer["results"]] == ["1", "1"]
     monkeypatch.setattr(live, "route_many", real)
     assert client.post("/v1/route", json=PARCEL).json()["decision"]["router_version"] == "2"
+
+
+def test_only_the_local_classifier_routes_one_item_on_the_event_loop(make_app, tmp_path):
+    import dataclasses
+
+    client = make_app(tmp_path)
+    loaded = state(client).routers.current.live
+    assert loaded.inline  # the fixture's bundle: the local classifier
+
+    class SlowRemote:  # stands for an LLM, a cascade or an embedding model
+        pass
+
+    router = loaded.router
+    original = router.classifier
+    try:
+        router.classifier = SlowRemote()
+        assert not dataclasses.replace(loaded).inline
+    finally:
+        router.classifier = original

@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -31,6 +32,15 @@ from ._routers import LIVE, SHADOW, RouterSet, load_bundle
 from ._state import ServiceState
 
 __all__ = ["create_app"]
+
+#: FastAPI's own telemetry, all of it off (see create_app).
+_NO_TELEMETRY: TelemetryConfig = {
+    "tracing": False,
+    "metrics": False,
+    "logs": False,
+    "operation_spans": False,
+    "auto_configure": False,
+}
 
 logger = logging.getLogger("hybridroute.service")
 
@@ -201,6 +211,10 @@ def create_app(config: ServiceConfig) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        # FastAPI's OpenTelemetry integration records exception messages and request
+        # spans whenever the host has a provider configured; a message can quote a
+        # request's content, so it is off (the service's own metrics are on /metrics)
+        telemetry=_NO_TELEMETRY,
     )
     app.state.hybridroute = state
     app.add_exception_handler(RequestProblem, _on_problem)

@@ -79,6 +79,16 @@ class LoadedRouter:
     policy: Mapping[str, Any]
 
     @property
+    def inline(self) -> bool:
+        """Whether one item may be routed on the event loop: rules only, or the local
+        classifier (TF-IDF + logistic regression: a fraction of a millisecond, no I/O).
+        An LLM, a cascade or an embedding model is always routed on a worker thread."""
+        from ..classifiers import LocalClassifier
+
+        clf = getattr(self.router, "classifier", None)
+        return clf is None or type(clf) is LocalClassifier
+
+    @property
     def name(self) -> str:
         """The router's name."""
         return str(self.router.name)
