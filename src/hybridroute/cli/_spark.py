@@ -129,7 +129,10 @@ def evaluate_cmd(
 
 def replay_cmd(
     log: str = typer.Option(
-        ..., "--log", help="Decision log: SQLite file, or JSONL export (file, directory, URI)."
+        ...,
+        "--log",
+        help="Decision log: a SQLite file or sqlite:/// URL, a postgresql:// URL, or a JSONL "
+        "export (file, directory, URI).",
     ),
     router: Path | None = typer.Option(None, "--router", help="Router bundle to replay with."),
     model_uri: str | None = typer.Option(
