@@ -90,11 +90,16 @@ PUBLIC_NAMES = {
         parse_spec run_experiment
     """.split(),
     "records": """
-        DecisionLog DriftReport LoggedDecision REDACTED Redactor ReplayReport SCHEMA_VERSION
+        AUDIT_KEY_ENV AuditSampler DecisionLog DriftReport LoggedDecision OUTCOME_SOURCES
+        OutcomeError OutcomeReport REDACTED Redactor ReplayReport SCHEMA_VERSION
         ShadowReport drift_report open_log psi record_to_decision replay shadow_disagreement
     """.split(),
     "service": "ServiceConfig create_app".split(),
     "client": "AsyncRouterClient RetrySettings RouteResult RouterClient".split(),
+    "monitoring": """
+        BettingConfidenceSequence MONITOR_STATES PrecisionMonitor TrafficShift labels_to_certify
+        repeated_clopper_pearson traffic_shift
+    """.split(),
     "router": """
         HybridRouter load_router router_node save_router
     """.split(),

@@ -52,7 +52,7 @@ def test_log_many_writes_new_rows_and_returns_them_in_order(log_url):
             ("a", "live", out[0].decision_id),
             (None, "shadow", out[1].decision_id),
         ]
-        assert log.count() == 2 and log.meta()["schema_version"] == "2"
+        assert log.count() == 2 and log.meta()["schema_version"] == "3"
         assert log.log_many([]) == []
 
 

@@ -75,7 +75,7 @@ def test_a_version_1_log_is_migrated_in_place(tmp_path, ids):
     with open_log(path) as log:
         meta = log.meta()
         rows = list(log.rows())
-    assert meta["schema_version"] == "2" and meta["migrated_from"] == "1"
+    assert meta["schema_version"] == "3" and meta["migrated_from"] == "1"
     assert meta["created_by"] == "hybridroute 0.0.9"  # the log's history is kept
     assert [r["item_id"] for r in rows] == ids
     assert [r["record"] for r in rows] == [decision(i).to_dict() for i in range(len(ids))]
@@ -110,7 +110,7 @@ def test_a_failed_migration_leaves_the_version_1_log_as_it_was(tmp_path):
     conn.commit()
     conn.close()
     with open_log(path) as log:
-        assert log.count() == 3 and log.meta()["schema_version"] == "2"
+        assert log.count() == 3 and log.meta()["schema_version"] == "3"
 
 
 def test_the_plain_sqlite_reader_of_spark_reads_versions_1_and_2(tmp_path):

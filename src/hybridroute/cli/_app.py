@@ -40,6 +40,7 @@ _COMMAND_MODULES = (
     "_calibrate",
     "_router",
     "_records",
+    "_outcomes",
     "_evaluate",
     "_experiment",
     "_spark",

@@ -320,6 +320,7 @@ def _route_batch(
     as_json: bool,
     sensitive: list[str],
     rejects_path: Path | None,
+    audit: Any = None,
 ) -> None:
     from collections import Counter
 
@@ -358,7 +359,7 @@ def _route_batch(
     # The whole batch is buffered and written in one transaction after routing (all or
     # nothing); only the stored form (redacted JSON) is kept, not the decisions.
     log = (
-        open_log(log_path, sensitive_fields=sensitive, batch_size=n_items + 1)
+        open_log(log_path, sensitive_fields=sensitive, batch_size=n_items + 1, audit=audit)
         if log_path is not None
         else None
     )
@@ -488,8 +489,18 @@ def route(
         help="Route through the service at this URL (hybridroute serve): it routes with its "
         "live router and logs the decisions; --id / a line's 'id' is the request id.",
     ),
+    audit_rate: float = typer.Option(
+        0.0,
+        "--audit-rate",
+        min=0.0,
+        max=1.0,
+        help="With --log: audit this share of auto-routed decisions (e.g. 0.02), selected by "
+        "a keyed hash of the decision id (key: HYBRIDROUTE_AUDIT_KEY); never changes the "
+        "route.",
+    ),
 ) -> None:
     """Route one ticket (or a JSONL batch) and print the decision."""
+    audit = _audit_sampler(audit_rate, log, url)
     if url is not None:
         _check_url_options(rules, router, log, sensitive, rejects)
         if input_path is not None:
@@ -516,7 +527,7 @@ def route(
                 "--text and --id are for one ticket; a batch line holds its own",
                 param_hint="--input",
             )
-        _route_batch(router, input_path, log, as_json, sensitive, rejects)
+        _route_batch(router, input_path, log, as_json, sensitive, rejects, audit)
         return
     from .._redact import Redactor
 
@@ -551,7 +562,7 @@ def route(
     if log is not None:
         from ..records import open_log
 
-        with open_log(log, sensitive_fields=sensitive) as dl:
+        with open_log(log, sensitive_fields=sensitive, audit=audit) as dl:
             record = dl.append(decision, item_id=request_id)
             dl.flush()
             if dl.last_skipped:
@@ -567,6 +578,21 @@ def route(
         typer.echo(json.dumps(record, ensure_ascii=False, indent=2))
     else:
         print_decision(record)
+
+
+def _audit_sampler(rate: float, log: str | None, url: str | None) -> Any:
+    """The audit sampler of ``--audit-rate`` (``None`` for 0); the key must be set."""
+    if not rate:
+        return None
+    if url is not None:
+        raise typer.BadParameter(
+            "the service at the URL audits with its own --audit-rate", param_hint="--audit-rate"
+        )
+    if log is None:
+        raise typer.BadParameter("--audit-rate needs --log", param_hint="--audit-rate")
+    from ..records import AuditSampler
+
+    return AuditSampler.from_env(rate)
 
 
 # --------------------------------------------------------------------------- --url

@@ -114,6 +114,14 @@ def serve(
     access_log: bool = typer.Option(
         True, "--access-log/--no-access-log", help="Log one line per request (no bodies)."
     ),
+    audit_rate: float = typer.Option(
+        0.0,
+        "--audit-rate",
+        min=0.0,
+        max=1.0,
+        help="Audit this share of auto-routed decisions (e.g. 0.02), selected by a keyed "
+        "hash of the decision id (key: HYBRIDROUTE_AUDIT_KEY); GET /v1/audits lists them.",
+    ),
 ) -> None:
     """Serve a router over HTTP: POST /v1/route, /v1/route/batch; GET /, /metrics, ..."""
     _check_extra()
@@ -135,7 +143,9 @@ def serve(
         sensitive_facts=tuple(sensitive),
         cors_origins=tuple(cors_origin),
         admin=workers == 1,
+        audit_rate=audit_rate,
     )
+    config.audit_sampler()  # a rate without HYBRIDROUTE_AUDIT_KEY fails here, naming it
     # the log first: a wrong URL, an unreachable server, a missing salt fail here
     probe = open_log(log, sensitive_fields=sensitive)
     try:
@@ -161,6 +171,7 @@ def serve(
         scrub_text(
             f"hybridroute serve: http://{shown_host}:{port} · live {live.name} {live.version} "
             f"· shadows: {shadows} · log {display_url(log)} · {admin_note}"
+            + (f" · audit rate {audit_rate:g}" if audit_rate else "")
         )
     )
     if not _loopback(host):

@@ -5,6 +5,11 @@
   log several replicas share). Batched writes, one decision per request id, salted hashes
   for declared sensitive facts, credential scrubbing; exports to JSONL and pandas.
   :meth:`DecisionLog.log_many` returns a :class:`LoggedDecision` per decision.
+* Outcomes and audits -- :meth:`DecisionLog.add_outcomes` attaches what really happened
+  (an :class:`OutcomeReport`; :class:`OutcomeError` names the row and field);
+  :class:`AuditSampler` (``open_log(..., audit=...)``) selects a keyed random sample of
+  auto-routed decisions, recording each one's inclusion probability;
+  :meth:`DecisionLog.pending_audits` lists the audits still to label.
 * :func:`replay` -- re-run a router (the same or another version) on logged inputs and
   report the mismatches.
 * :func:`drift_report` -- distributions by window, PSI / chi-square shift tests, and
@@ -18,8 +23,11 @@ import importlib
 from typing import Any
 
 from .._redact import REDACTED, Redactor
+from ._audit import AUDIT_KEY_ENV, AuditSampler
 from ._log import DecisionLog
 from ._logbase import SCHEMA_VERSION, LoggedDecision, record_to_decision
+from ._outcomes import SOURCES as OUTCOME_SOURCES
+from ._outcomes import OutcomeError, OutcomeReport
 from ._url import open_log
 
 _LAZY = {
@@ -33,10 +41,15 @@ _LAZY = {
 }
 
 __all__ = [
+    "AUDIT_KEY_ENV",
+    "OUTCOME_SOURCES",
     "REDACTED",
     "SCHEMA_VERSION",
+    "AuditSampler",
     "DecisionLog",
     "LoggedDecision",
+    "OutcomeError",
+    "OutcomeReport",
     "Redactor",
     "open_log",
     "record_to_decision",

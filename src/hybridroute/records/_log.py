@@ -21,9 +21,11 @@ before it existed; rerunning a batch with ids is idempotent. Decisions without a
 never deduplicated. Another router version (or router) may log the same id again: that
 is a new decision, not a duplicate.
 
-**Schema versions.** Version 2 added ``decision_id`` and ``role``; a version-1 log is
-migrated in place when it is opened (one transaction: its rows get decision ids and the
-role ``live``).
+**Schema versions.** Version 2 added ``decision_id`` and ``role``; version 3 the
+``outcomes`` table (see :mod:`._outcomes`) and the audit columns ``audit_p`` and
+``audited`` (see :mod:`._audit`; ``NULL`` for rows written without an audit sampler). An
+older log is migrated in place when it is opened (one transaction: version-1 rows get
+decision ids and the role ``live``).
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import ArtifactError
+from ._audit import AuditSampler
 from ._logbase import (
+    AUDIT_COLUMN_SQL,
     COLUMNS,
     INSERT_COLUMNS,
     ON_DUPLICATE,
@@ -51,6 +56,7 @@ from ._logbase import (
     new_decision_id,
     record_to_decision,
 )
+from ._outcomes import create_outcomes_sql
 
 __all__ = ["COLUMNS", "ON_DUPLICATE", "SCHEMA_VERSION", "DecisionLog", "record_to_decision"]
 
@@ -60,16 +66,20 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS decisions_hash ON decisions (snapshot_hash);
 CREATE INDEX IF NOT EXISTS decisions_version ON decisions (router_version, logged_at);
 CREATE INDEX IF NOT EXISTS decisions_request ON decisions (router, router_version, item_id)
-    WHERE item_id IS NOT NULL
+    WHERE item_id IS NOT NULL;
+{outcomes}
 """.format(
     create=create_table_sql(
         "decisions", seq="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL", strict=False
-    )
+    ),
+    outcomes=";\n".join(create_outcomes_sql("outcomes", seq="INTEGER PRIMARY KEY AUTOINCREMENT")),
 )
 # after the migration (a version-1 table has no decision_id to index yet)
 _CREATE_V2 = """
 CREATE UNIQUE INDEX IF NOT EXISTS decisions_decision_id ON decisions (decision_id);
-CREATE INDEX IF NOT EXISTS decisions_role ON decisions (role, router_version)
+CREATE INDEX IF NOT EXISTS decisions_role ON decisions (role, router_version);
+CREATE INDEX IF NOT EXISTS decisions_audited ON decisions (router_version, seq)
+    WHERE audited = 1
 """
 
 _INDEXES = {
@@ -78,6 +88,8 @@ _INDEXES = {
     "decisions_request",
     "decisions_decision_id",
     "decisions_role",
+    "decisions_audited",
+    "outcomes_decision",
 }
 
 _INSERT = (
@@ -112,6 +124,10 @@ class DecisionLog(LogBase):
         flush and raises :class:`~hybridroute.exceptions.DuplicateDecisionError` (the
         refused decisions are dropped from the buffer, the others stay buffered for the
         next :meth:`flush`). :meth:`log_many` always reports duplicates instead.
+    audit : AuditSampler, optional
+        Audit sampling of the live auto-routed decisions written: each live row records
+        its inclusion probability (``audit_p``) and whether it was selected
+        (``audited``). ``None``: both stay ``NULL`` (no audit declared).
 
     Attributes
     ----------
@@ -135,8 +151,9 @@ class DecisionLog(LogBase):
         salt: str | None = None,
         busy_timeout_s: float = 60.0,
         on_duplicate: str = "skip",
+        audit: AuditSampler | None = None,
     ) -> None:
-        self._setup(batch_size, sensitive_fields, salt, on_duplicate)
+        self._setup(batch_size, sensitive_fields, salt, on_duplicate, audit)
         self.path = Path(path)
         self.where = str(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -216,13 +233,18 @@ class DecisionLog(LogBase):
             raise
 
     def _migrate(self, version: int) -> None:
-        """Bring a version-1 log to version 2 (inside the caller's transaction)."""
+        """Bring an older log to this version (inside the caller's transaction)."""
         conn = self._conn
         have = {r[1] for r in conn.execute("PRAGMA table_info(decisions)")}
         if "decision_id" not in have:
             conn.execute("ALTER TABLE decisions ADD COLUMN decision_id TEXT")
         if "role" not in have:
             conn.execute("ALTER TABLE decisions ADD COLUMN role TEXT NOT NULL DEFAULT 'live'")
+        for name, sql_type in AUDIT_COLUMN_SQL.items():
+            if name not in have:
+                conn.execute(
+                    f"ALTER TABLE decisions ADD COLUMN {name} {sql_type.format(real='REAL')}"
+                )
         seqs = [r[0] for r in conn.execute("SELECT seq FROM decisions WHERE decision_id IS NULL")]
         conn.executemany(
             "UPDATE decisions SET decision_id = ? WHERE seq = ?",
@@ -239,28 +261,36 @@ class DecisionLog(LogBase):
     def _fail(self, exc: sqlite3.Error) -> ArtifactError:
         return ArtifactError(f"cannot write the decision log ({exc})", path=self.where)
 
-    def _write(self, rows: list[Pending], *, abort_on_duplicate: bool) -> list[Stored | None]:
+    @contextmanager
+    def _immediate(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under SQLite's write lock: committed when the block ends
+        (unless it rolled back itself), rolled back when it raises."""
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                # the lookup runs under the write lock: no other writer can log an id between
-                # the check and the insert, in this process or any other
-                found = self._stored([r.key for r in rows if r.key is not None])
-                hits = [None if r.key is None else found.get(r.key) for r in rows]
-                if abort_on_duplicate and any(h is not None for h in hits):
-                    conn.execute("ROLLBACK")
-                    return hits
-                conn.executemany(
-                    _INSERT, [r.values for r, h in zip(rows, hits, strict=True) if h is None]
-                )
-                conn.execute("COMMIT")
+                yield conn
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
         except sqlite3.OperationalError as exc:
             raise self._fail(exc) from None
+
+    def _write(self, rows: list[Pending], *, abort_on_duplicate: bool) -> list[Stored | None]:
+        with self._immediate() as conn:
+            # the lookup runs under the write lock: no other writer can log an id between
+            # the check and the insert, in this process or any other
+            found = self._stored([r.key for r in rows if r.key is not None])
+            hits = [None if r.key is None else found.get(r.key) for r in rows]
+            if abort_on_duplicate and any(h is not None for h in hits):
+                conn.execute("ROLLBACK")
+                return hits
+            conn.executemany(
+                _INSERT, [r.values for r, h in zip(rows, hits, strict=True) if h is None]
+            )
         return hits
 
     def _stored(self, keys: Sequence[Key]) -> dict[Key, Stored]:
@@ -285,6 +315,10 @@ class DecisionLog(LogBase):
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return self._conn.execute(sql, tuple(args)).fetchall()
+
+    def _in_transaction(self, work: Any) -> Any:
+        with self._lock, self._immediate() as conn:
+            return work(_SqliteTx(conn))
 
     def _close_connection(self) -> None:
         self._conn.close()
@@ -323,3 +357,16 @@ class DecisionLog(LogBase):
     def integrity_check(self) -> str:
         """SQLite's own integrity check (``"ok"`` for an intact file)."""
         return str(self._query("PRAGMA integrity_check")[0][0])
+
+
+class _SqliteTx:
+    """The :class:`~._outcomes.Tx` of one SQLite transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, tuple(args)).fetchall()
+
+    def insert(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, rows)

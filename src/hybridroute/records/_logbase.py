@@ -29,6 +29,8 @@ from .._redact import Redactor
 from .._version import __version__
 from ..contracts import Decision
 from ..exceptions import DuplicateDecisionError
+from ._audit import AuditSampler
+from ._outcomes import OutcomeReport, Tx, add_outcomes, check_outcome, pending_audits, read_outcomes
 
 __all__ = [
     "COLUMNS",
@@ -41,8 +43,9 @@ __all__ = [
 ]
 
 #: Version of the log's table layout; a log written by a newer layout is refused.
-#: Version 2 added ``decision_id`` and ``role``.
-SCHEMA_VERSION = 2
+#: Version 2 added ``decision_id`` and ``role``; version 3 the outcomes table and the
+#: audit columns ``audit_p`` (inclusion probability) and ``audited``.
+SCHEMA_VERSION = 3
 
 #: What a log does with a second decision for a logged request id (append / flush).
 ON_DUPLICATE = ("skip", "error")
@@ -66,6 +69,8 @@ COLUMNS = (
     "record",
     "decision_id",
     "role",
+    "audit_p",
+    "audited",
 )
 #: The SQL type of each column after ``seq`` (``{real}``: the backend's float type;
 #: ``{id_null}``: ``NOT NULL`` where no migrated table may hold a row without one).
@@ -83,7 +88,11 @@ _COLUMN_SQL = {
     "record": "TEXT NOT NULL",
     "decision_id": "TEXT{id_null}",
     "role": "TEXT NOT NULL DEFAULT 'live'{role_check}",
+    "audit_p": "{real}",
+    "audited": "INTEGER",
 }
+#: The columns version 3 added (``ALTER TABLE`` of an older log).
+AUDIT_COLUMN_SQL = {"audit_p": "{real}", "audited": "INTEGER"}
 
 
 def create_table_sql(table: str, *, seq: str, real: str, strict: bool) -> str:
@@ -248,6 +257,7 @@ class LogBase:
     _ph = "?"
     _table = "decisions"
     _meta_table = "meta"
+    _outcomes_table = "outcomes"
 
     def _setup(
         self,
@@ -255,7 +265,12 @@ class LogBase:
         sensitive_fields: Iterable[str],
         salt: str | None,
         on_duplicate: str,
+        audit: AuditSampler | None = None,
     ) -> None:
+        if audit is not None and not isinstance(audit, AuditSampler):
+            raise TypeError(f"audit must be an AuditSampler or None, got {type(audit).__name__}")
+        #: The audit sampler of the live decisions written (``None``: no audit declared).
+        self.audit = audit
         if int(batch_size) < 1:
             raise ValueError("batch_size must be at least 1")
         if on_duplicate not in ON_DUPLICATE:
@@ -289,6 +304,11 @@ class LogBase:
     def _close_connection(self) -> None:
         raise NotImplementedError
 
+    def _in_transaction(self, work: Any) -> Any:
+        """Run ``work(tx)`` (a :class:`~._outcomes.Tx`) in one committed transaction that
+        holds the log's outcome lock; rolled back (and re-raised) when ``work`` raises."""
+        raise NotImplementedError
+
     def check_writable(self, *, timeout_s: float = 5.0) -> None:
         """Raise :class:`~hybridroute.exceptions.ArtifactError` naming the log when it
         cannot be written now (a read-only file, a server that is down), waiting at most
@@ -302,6 +322,12 @@ class LogBase:
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
         record = self._redactor.apply_decision(decision)
+        decision_id = new_decision_id()
+        audit_p: float | None = None
+        audited: int | None = None
+        if self.audit is not None and role == "live":
+            audit_p, selected = self.audit.mark(decision_id, decision.stage)
+            audited = int(selected)
         values = (
             now_iso(at),
             None if item_id is None else str(item_id),
@@ -314,8 +340,10 @@ class LogBase:
             decision.label,
             decision.confidence,
             dumps_record(record),
-            new_decision_id(),
+            decision_id,
             role,
+            audit_p,
+            audited,
         )
         return Pending(values, record)
 
@@ -628,3 +656,91 @@ class LogBase:
         frame = pd.DataFrame(list(self.rows(**kw)), columns=list(COLUMNS))
         frame["logged_at"] = pd.to_datetime(frame["logged_at"], utc=True)
         return frame
+
+    # ------------------------------------------------------------------ outcomes, audits
+    def add_outcomes(
+        self,
+        outcomes: Iterable[Mapping[str, Any]],
+        *,
+        rows: Sequence[int] | None = None,
+        path: str | None = None,
+    ) -> OutcomeReport:
+        """Attach outcomes to logged decisions: all or nothing, in one transaction.
+
+        Parameters
+        ----------
+        outcomes : iterable of mapping
+            Each ``{"decision_id": ...}`` or ``{"request_id", "router", "router_version"}``,
+            with ``gold_intent`` and/or ``gold_next_step``, a ``source`` (one of
+            ``human_review``, ``audit``, ``user_feedback``, ``agent_outcome``) and
+            optionally ``at`` (when it was observed: ISO 8601 with a UTC offset; default
+            now). ``None`` values count as absent.
+        rows : sequence of int, optional
+            The row number of each outcome in messages (default 1, 2, ...; a file's
+            reader passes its line numbers).
+        path : str, optional
+            The file they came from, for messages.
+
+        Returns
+        -------
+        OutcomeReport
+            Counts added / already present (an identical outcome: nothing written) and
+            the conflicts (another gold for the same decision and source: written too).
+
+        Raises
+        ------
+        OutcomeError
+            A malformed outcome, or one naming a decision the log does not hold (the
+            message names the row and field); nothing is written.
+        """
+        items = list(outcomes)
+        numbers = list(range(1, len(items) + 1)) if rows is None else list(rows)
+        if len(numbers) != len(items):
+            raise ValueError("rows must give one row number per outcome")
+        now = time.time()
+        checked = [
+            check_outcome(item, row, path=path, now=now)
+            for item, row in zip(items, numbers, strict=True)
+        ]
+        if not checked:
+            return OutcomeReport(0, 0)
+
+        def work(tx: Tx) -> OutcomeReport:
+            return add_outcomes(
+                tx,
+                decisions=self._table,
+                table=self._outcomes_table,
+                outcomes=checked,
+                where=path,
+                new_id=new_decision_id,
+                recorded_at=now_iso(),
+            )
+
+        report: OutcomeReport = self._in_transaction(work)
+        return report
+
+    def outcomes(self, decision_id: str | None = None) -> list[dict[str, Any]]:
+        """The stored outcomes (of ``decision_id`` when given) in the order recorded,
+        each with ``outcome_id``, ``decision_id``, ``gold_intent``, ``gold_next_step``,
+        ``source``, ``observed_at`` and ``recorded_at``."""
+        return read_outcomes(self._query, self._outcomes_table, decision_id)
+
+    def pending_audits(
+        self, *, router_version: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Audited decisions that have no outcome of source ``audit`` yet, oldest first.
+
+        Each is ``{"decision_id", "request_id", "router", "router_version", "logged_at",
+        "audit_p", "selected_destination", "label", "text"}`` (``text``: the snapshot's
+        text as stored, redacted and scrubbed).
+        """
+        if limit is not None and (isinstance(limit, bool) or int(limit) < 1):
+            raise ValueError("limit must be at least 1")
+        return pending_audits(
+            self._query,
+            decisions=self._table,
+            table=self._outcomes_table,
+            router_version=router_version,
+            limit=limit,
+            loads=json.loads,
+        )

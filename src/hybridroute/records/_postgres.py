@@ -13,8 +13,11 @@ batches take their index locks in the same order (a deadlock, should one still h
 retried). The commit is durable when it returns (PostgreSQL's
 ``synchronous_commit``, on by default).
 
-Tables: ``hybridroute_meta`` and ``hybridroute_decisions`` (names that do not clash in a
-shared database); the layout is schema version 2 of the SQLite log.
+Tables: ``hybridroute_meta``, ``hybridroute_decisions`` and ``hybridroute_outcomes``
+(names that do not clash in a shared database); the layout is schema version 3 of the
+SQLite log. A version-2 database is brought to version 3 when opened (the audit columns
+added, the outcomes table created, in one transaction). Outcome writes hold an advisory
+lock for their transaction, so the identical / conflict checks hold across replicas.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..exceptions import ArtifactError
+from ._audit import AuditSampler
 from ._logbase import (
+    AUDIT_COLUMN_SQL,
     INSERT_COLUMNS,
     SCHEMA_VERSION,
     STORED_COLUMNS,
@@ -34,20 +39,32 @@ from ._logbase import (
     create_table_sql,
     meta_rows,
 )
+from ._outcomes import create_outcomes_sql
 from ._url import display_url
 
 __all__ = ["PostgresLog"]
 
 _TABLE = "hybridroute_decisions"
 _META = "hybridroute_meta"
+_OUTCOMES = "hybridroute_outcomes"
 # serialises schema creation between processes opening a new database at once
 _SCHEMA_LOCK = 0x6879_6272  # "hybr"
+# serialises outcome writers (their identical / conflict checks)
+_OUTCOME_LOCK = 0x6879_6F75  # "hyou"
 
 _CREATE_TABLE = create_table_sql(
     _TABLE,
     seq="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
     real="DOUBLE PRECISION",
     strict=True,
+)
+# a version-2 table gains the audit columns (a new one has them: IF NOT EXISTS)
+_ADD_AUDIT = ";\n".join(
+    f"ALTER TABLE {_TABLE} ADD COLUMN IF NOT EXISTS {c} {t.format(real='DOUBLE PRECISION')}"
+    for c, t in AUDIT_COLUMN_SQL.items()
+)
+_CREATE_OUTCOMES = ";\n".join(
+    create_outcomes_sql(_OUTCOMES, seq="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
 )
 _CREATE = f"""
 CREATE TABLE IF NOT EXISTS {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,10 +74,13 @@ CREATE UNIQUE INDEX IF NOT EXISTS {_TABLE}_request ON {_TABLE} (router, router_v
 CREATE UNIQUE INDEX IF NOT EXISTS {_TABLE}_decision_id ON {_TABLE} (decision_id);
 CREATE INDEX IF NOT EXISTS {_TABLE}_hash ON {_TABLE} (snapshot_hash);
 CREATE INDEX IF NOT EXISTS {_TABLE}_version ON {_TABLE} (router_version, logged_at);
-CREATE INDEX IF NOT EXISTS {_TABLE}_role ON {_TABLE} (role, router_version)
+CREATE INDEX IF NOT EXISTS {_TABLE}_role ON {_TABLE} (role, router_version);
+{_ADD_AUDIT};
+CREATE INDEX IF NOT EXISTS {_TABLE}_audited ON {_TABLE} (router_version, seq) WHERE audited = 1;
+{_CREATE_OUTCOMES}
 """
 
-_TYPES = {"confidence": "float8"}
+_TYPES = {"confidence": "float8", "audit_p": "float8", "audited": "int4"}
 # Parameters go in binary (%b): a text array sent as text would have every quote of every
 # JSON record escaped, which was most of the time of a call.
 # seq follows the caller's order (numbers drawn in input order), while the rows go in in
@@ -101,7 +121,7 @@ class PostgresLog(LogBase):
     ----------
     url : str
         ``postgresql://`` or ``postgres://`` libpq URL; query parameters allowed.
-    batch_size, sensitive_fields, salt, on_duplicate
+    batch_size, sensitive_fields, salt, on_duplicate, audit
         As for :class:`~hybridroute.records.DecisionLog`.
     connect_timeout_s : float
         How long connecting may take (unless the URL sets ``connect_timeout``).
@@ -112,6 +132,7 @@ class PostgresLog(LogBase):
     _ph = "%s"
     _table = _TABLE
     _meta_table = _META
+    _outcomes_table = _OUTCOMES
 
     def __init__(
         self,
@@ -123,8 +144,9 @@ class PostgresLog(LogBase):
         on_duplicate: str = "skip",
         connect_timeout_s: float = 10.0,
         create: bool = True,
+        audit: AuditSampler | None = None,
     ) -> None:
-        self._setup(batch_size, sensitive_fields, salt, on_duplicate)
+        self._setup(batch_size, sensitive_fields, salt, on_duplicate, audit)
         self.where = display_url(url)
         self._pg = _driver()
         if self._pg is None:
@@ -200,7 +222,7 @@ class PostgresLog(LogBase):
                 )
             if version == SCHEMA_VERSION and row[1]:
                 return  # nothing to create: a role that may only read can open the log
-            if not create:
+            if not create and not row[1]:  # an older log is migrated, never a new one made
                 raise ArtifactError("no decision log in this database", path=self.where)
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
@@ -210,6 +232,19 @@ class PostgresLog(LogBase):
                     cur.executemany(
                         f"INSERT INTO {_META} (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                         meta_rows(),
+                    )
+                got = conn.execute(
+                    f"SELECT value FROM {_META} WHERE key = 'schema_version'"
+                ).fetchone()
+                if int(got[0]) < SCHEMA_VERSION:  # an older log, migrated by _CREATE above
+                    conn.execute(
+                        f"UPDATE {_META} SET value = %s WHERE key = 'schema_version'",
+                        (str(SCHEMA_VERSION),),
+                    )
+                    conn.execute(
+                        f"INSERT INTO {_META} (key, value) VALUES ('migrated_from', %s) "
+                        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                        (got[0],),
                     )
         except self._pg.Error as exc:
             raise self._fail(exc, "not a usable decision log") from None
@@ -285,6 +320,16 @@ class PostgresLog(LogBase):
             except self._pg.Error as exc:
                 raise self._fail(exc, "cannot read the decision log") from None
 
+    def _in_transaction(self, work: Any) -> Any:
+        with self._lock:
+            conn = self._connection()
+            try:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_OUTCOME_LOCK,))
+                    return work(_PgTx(conn))
+            except self._pg.Error as exc:
+                raise self._fail(exc, "cannot write the decision log") from None
+
     def _close_connection(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -311,3 +356,17 @@ class PostgresLog(LogBase):
         if recovery or read_only == "on" or not may_insert:
             why = "a read-only standby" if recovery or read_only == "on" else "no INSERT privilege"
             raise ArtifactError(f"the decision log is not writable ({why})", path=self.where)
+
+
+class _PgTx:
+    """The :class:`~._outcomes.Tx` of one PostgreSQL transaction (``?`` -> ``%s``)."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self._conn.execute(sql.replace("?", "%s"), tuple(args)).fetchall())
+
+    def insert(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self._conn.cursor() as cur:
+            cur.executemany(sql.replace("?", "%s"), rows)

@@ -98,6 +98,7 @@ def open_log(
     batch_size: int = 500,
     on_duplicate: str = "skip",
     create: bool = True,
+    audit: Any = None,
     **options: Any,
 ) -> Any:
     """Open (creating when missing) the decision log at ``url``.
@@ -118,6 +119,10 @@ def open_log(
     create : bool, default True
         Create the log when there is none; ``False`` (for readers): an
         :class:`~hybridroute.exceptions.ArtifactError` instead.
+    audit : AuditSampler, optional
+        Audit sampling of the live auto-routed decisions this log writes (each records
+        its inclusion probability ``audit_p`` and ``audited``); see
+        :class:`~hybridroute.records.AuditSampler`. ``None``: no audit.
     **options
         Backend options: ``busy_timeout_s`` (SQLite), ``connect_timeout_s`` (PostgreSQL).
 
@@ -125,7 +130,8 @@ def open_log(
     -------
     DecisionLog or PostgresLog
         Both have the same API: ``log_many``, ``lookup``, ``check_writable``, ``append`` /
-        ``extend`` / ``flush``, ``rows``, ``records``, ``count``, ``to_jsonl``, ...
+        ``extend`` / ``flush``, ``rows``, ``records``, ``count``, ``to_jsonl``,
+        ``add_outcomes``, ``outcomes``, ``pending_audits``, ...
 
     Raises
     ------
@@ -140,6 +146,7 @@ def open_log(
         salt=salt,
         batch_size=batch_size,
         on_duplicate=on_duplicate,
+        audit=audit,
     )
     if not is_url(url):
         return _sqlite(url, create, common, options)

@@ -41,8 +41,12 @@ admin = APIRouter()
 MAX_ADMIN_BODY = 64 * 1024
 
 
-def authorize(request: Request, state: ServiceState) -> None:
+def authorize(request: Request, state: ServiceState, *, log_access: bool = False) -> None:
     """Refuse the request unless it carries the admin bearer token.
+
+    ``log_access``: for the endpoints that read or write the log's review data
+    (``/v1/outcomes``, ``/v1/audits``), which stay on with several workers (nothing there
+    is held per worker); they need the same token.
 
     Raises
     ------
@@ -50,11 +54,11 @@ def authorize(request: Request, state: ServiceState) -> None:
         403 ``admin_disabled`` when no token is configured; 401 ``unauthorized`` when the
         request's token is missing or wrong.
     """
-    token = state.admin_token
+    token = state.review_token if log_access else state.admin_token
     if token is None:
         why = (
             "turned off for multi-worker serving (each worker holds its own routers)"
-            if not state.config.admin
+            if not state.config.admin and not log_access
             else f"set {state.config.admin_token_env} before starting the server to enable them"
         )
         raise RequestProblem(403, "admin_disabled", f"admin endpoints are off: {why}")

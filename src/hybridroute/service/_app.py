@@ -57,6 +57,8 @@ _ENDPOINTS = frozenset(
         "/metrics",
         "/v1/admin/reload",
         "/v1/admin/promote",
+        "/v1/outcomes",
+        "/v1/audits",
     }
 )
 _SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
@@ -158,7 +160,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
     ArtifactError
         A bundle fails to load (missing, changed or unsigned file...), naming it.
     UserInputError
-        The segment fact is not a fact of the live router's schema.
+        The segment fact is not a fact of the live router's schema, or an audit rate is
+        set without ``HYBRIDROUTE_AUDIT_KEY``.
 
     Notes
     -----
@@ -184,7 +187,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 f"of router {live.name} {live.version} (its facts: {sorted(declared)})"
             )
     token = config.admin_token()
-    state = ServiceState(config, routers, token)
+    audit = config.audit_sampler()  # a rate without its key fails here, naming the variable
+    state = ServiceState(config, routers, token, audit)
     holder = {"state": state}
 
     @asynccontextmanager
@@ -221,11 +225,13 @@ def create_app(config: ServiceConfig) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _on_http)
 
     from ._admin import admin
+    from ._outcomes import review
     from ._routes import api
     from ._status_page import page
 
     app.include_router(api)
     app.include_router(admin)
+    app.include_router(review)
     app.include_router(page)
     if config.cors_origins:
         from starlette.middleware.cors import CORSMiddleware

@@ -108,6 +108,11 @@ class ServiceConfig:
     max_segments : int, default 50
         Distinct segment values counted on their own in /metrics (others: ``other``),
         so one fact cannot grow the metrics without bound.
+    audit_rate : float, default 0
+        The share of live auto-routed decisions (stage ``model``) selected for audit, by
+        a keyed hash of the decision id (key: ``HYBRIDROUTE_AUDIT_KEY``, required when
+        the rate is above 0, never stored); each live decision records its inclusion
+        probability. Auditing never changes what is routed.
     """
 
     router: str | os.PathLike[str]
@@ -125,6 +130,7 @@ class ServiceConfig:
     status_window: int = DEFAULT_STATUS_WINDOW
     shadow_queue: int = DEFAULT_SHADOW_QUEUE
     max_segments: int = DEFAULT_MAX_SEGMENTS
+    audit_rate: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.router, (str, os.PathLike)) or not os.fspath(self.router):
@@ -171,6 +177,25 @@ class ServiceConfig:
             raise _config_error("commit_window_s", f"must be a number of seconds, got {w!r}")
         if not 0 <= w <= 1:
             raise _config_error("commit_window_s", f"must be between 0 and 1 second, got {w!r}")
+        from ..records._audit import check_rate
+
+        try:
+            object.__setattr__(self, "audit_rate", check_rate(self.audit_rate, "it"))
+        except UserInputError as exc:
+            raise _config_error("audit_rate", str(exc).removeprefix("it ")) from None
+
+    def audit_sampler(self) -> Any:
+        """The :class:`~hybridroute.records.AuditSampler` of :attr:`audit_rate` (key from
+        ``HYBRIDROUTE_AUDIT_KEY``), ``None`` for rate 0.
+
+        Raises
+        ------
+        UserInputError
+            The rate is above 0 and ``HYBRIDROUTE_AUDIT_KEY`` is not set (named).
+        """
+        from ..records import AuditSampler
+
+        return AuditSampler.from_env(self.audit_rate)
 
     def admin_token(self) -> str | None:
         """The admin token from the environment, or ``None`` when admin endpoints are off."""

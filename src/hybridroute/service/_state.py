@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,12 +46,23 @@ class ServiceState:
         The live router and the shadows, loaded and verified.
     admin_token : str or None
         The admin bearer token (``None``: admin endpoints are off).
+    audit : AuditSampler or None
+        The audit sampling of live auto-routed decisions (``None``: no audit).
     """
 
-    def __init__(self, config: ServiceConfig, routers: RouterSet, admin_token: str | None) -> None:
+    def __init__(
+        self,
+        config: ServiceConfig,
+        routers: RouterSet,
+        admin_token: str | None,
+        audit: Any = None,
+    ) -> None:
         self.config = config
         self.routers = routers
         self.admin_token = admin_token
+        # outcomes and audits need the admin token too, but stay on with several workers
+        self.review_token = os.environ.get(config.admin_token_env) or None
+        self.audit = audit
         self.sensitive = frozenset(config.sensitive_facts)
         self.metrics = ServiceMetrics(config.segment_fact, config.max_segments)
         self.window = RecentWindow(config.status_window, config.segment_fact)
@@ -72,7 +84,11 @@ class ServiceState:
             max_workers=ROUTE_THREADS, thread_name_prefix="hybridroute-route"
         )
         log = await asyncio.to_thread(
-            open_log, config.log, sensitive_fields=config.sensitive_facts, salt=config.salt
+            open_log,
+            config.log,
+            sensitive_fields=config.sensitive_facts,
+            salt=config.salt,
+            audit=self.audit,
         )
         self.log = log
         self.committer = GroupCommitter(log, config.commit_window_s, self.metrics.on_commit)
@@ -192,6 +208,40 @@ class ServiceState:
         except Exception as exc:
             return scrub_text(" ".join(str(exc).split())) or type(exc).__name__
         return None
+
+    async def add_outcomes(self, outcomes: Sequence[Any]) -> Any:
+        """:meth:`add_outcomes` of the log, on the committer thread (one writer at a time).
+
+        Raises
+        ------
+        OutcomeError
+            A bad outcome (naming its row and field); nothing written.
+        RequestProblem
+            503 ``unavailable`` when the log cannot be written now.
+        """
+        from ..records import OutcomeError
+
+        committer, _ = self._running()
+        try:
+            return await committer.call(self.log.add_outcomes, outcomes)
+        except OutcomeError:
+            raise
+        except UserInputError as exc:  # the log refused the write (ArtifactError)
+            raise RequestProblem(503, "unavailable", str(exc)) from None
+
+    def pending_audits(self, router_version: str | None, limit: int) -> list[dict[str, Any]]:
+        """The log's pending audits, read through a connection of its own (blocking)."""
+        from ..records import open_log
+
+        config = self.config
+        log = open_log(config.log, sensitive_fields=config.sensitive_facts, salt=config.salt)
+        try:
+            pending: list[dict[str, Any]] = log.pending_audits(
+                router_version=router_version, limit=limit
+            )
+        finally:
+            log.close()
+        return pending
 
     def shadow_report(
         self, current: Routers, live_version: str | None, shadow_version: str | None

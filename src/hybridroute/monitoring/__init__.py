@@ -1,0 +1,35 @@
+"""Monitoring a deployed router: is the auto-route precision guarantee still holding?
+
+* :class:`BettingConfidenceSequence` -- an anytime-valid confidence sequence for a mean
+  in [0, 1] (Waudby-Smith & Ramdas' hedged betting capital), with importance weights for
+  audit samples drawn at varying rates.
+* :class:`PrecisionMonitor` -- the live guarantee: states ``insufficient``, ``holding``,
+  ``certified_online`` and ``breach`` from audited outcomes, safe to read after every label.
+* :func:`traffic_shift` / :class:`TrafficShift` -- how far live traffic's predicted-label
+  mix and out-of-scope share moved from a reference (calibration) mix.
+* :func:`repeated_clopper_pearson` -- the naive baseline (an exact interval recomputed at
+  every label), kept for benchmarks that show why it must not be used to monitor.
+
+This package imports numpy and scipy (through :mod:`hybridroute.calibration`) only.
+"""
+
+from __future__ import annotations
+
+from ._confseq import BettingConfidenceSequence, repeated_clopper_pearson
+from ._monitor import (
+    MONITOR_STATES,
+    PrecisionMonitor,
+    TrafficShift,
+    labels_to_certify,
+    traffic_shift,
+)
+
+__all__ = [
+    "MONITOR_STATES",
+    "BettingConfidenceSequence",
+    "PrecisionMonitor",
+    "TrafficShift",
+    "labels_to_certify",
+    "repeated_clopper_pearson",
+    "traffic_shift",
+]
