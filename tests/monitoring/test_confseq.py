@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from hybridroute.monitoring import BettingConfidenceSequence, repeated_clopper_pearson
+from hybridroute.monitoring._confseq import BettingDropTest
 
 
 def bernoulli(p: float, n: int, seed: int) -> np.ndarray:
@@ -253,3 +254,86 @@ def test_empty_batches_and_one_pass_iterables():
     cs.update_many((x for x in [1, 0, 1]), (w for w in [0.5, 0.5, 1.0]))
     assert cs.n == 3 and cs.estimate == pytest.approx(0.75)
     assert BettingConfidenceSequence().update_many(np.array([True, False])).n == 2
+
+
+# -- the one-sided drop test -----------------------------------------------------------
+
+
+def test_the_drop_test_does_not_bet_while_the_recent_mean_is_above_the_level():
+    test = BettingDropTest(0.9)
+    log_k = test.trace(np.ones(2000))
+    assert np.all(log_k == 0.0) and test.bet == 0.0 and not test.rejected
+    assert (test.n, test.rejected_at_, test.max_log_capital_) == (2000, None, 0.0)
+
+
+@pytest.mark.parametrize(("level", "p"), [(0.9, 0.7), (0.5, 0.3), (0.95, 0.85)])
+def test_the_drop_test_rejects_a_mean_below_the_level_and_sticks(level, p):
+    test = BettingDropTest(level, 0.05)
+    log_k = test.trace(bernoulli(p, 1000, seed=17))
+    found = test.rejected_at_
+    assert found is not None and found == int(np.argmax(log_k >= np.log(20))) + 1
+    test.update_many(np.ones(3000))  # good news afterwards does not undo a rejection
+    assert test.rejected_at_ == found and test.log_capital_ < test.max_log_capital_
+
+
+def test_the_drop_test_one_at_a_time_equals_batch():
+    x = np.concatenate([bernoulli(0.95, 300, 1), bernoulli(0.75, 300, 2)])
+    w = np.random.default_rng(3).uniform(0.2, 1.0, size=600)
+    batch = BettingDropTest(0.9).update_many(x, w)
+    single = BettingDropTest(0.9)
+    for xi, wi in zip(x, w, strict=True):
+        single.update(float(xi), float(wi))
+    assert single.rejected_at_ == batch.rejected_at_ is not None
+    assert single.log_capital_ == pytest.approx(batch.log_capital_)
+    assert single.bet == pytest.approx(batch.bet)
+
+
+def test_every_factor_keeps_a_share_of_the_capital():
+    # the worst case for the gambler: scores just below the level (the biggest bets: a
+    # small, sure gain), then ones (the largest loss a bet can take)
+    test = BettingDropTest(0.9, max_bet=0.5)
+    test.update_many(np.full(300, 0.8))
+    assert test.bet == pytest.approx(0.5 / 0.1)  # the truncation c / (1 - level)
+    log_k = test.trace(np.ones(50))
+    assert np.all(np.diff(np.concatenate(([test.log_capital_], log_k))) > np.log(0.5) - 1e-12)
+
+
+def test_a_constant_weight_hardly_matters_and_varying_weights_are_followed():
+    # the bet scales as 1 / w, so a constant weight changes only the prior's share
+    x = np.concatenate([bernoulli(0.95, 500, 4), bernoulli(0.7, 2000, 5)])
+    full = BettingDropTest(0.9).update_many(x).rejected_at_
+    light = BettingDropTest(0.9).update_many(x, 0.3).rejected_at_
+    assert full is not None and light is not None and 500 < full and abs(full - light) <= 10
+    # the errors after the change sit on items of weight 0.05 (audited 20x as often as the
+    # rest): weighted, they are rare events of the stream, and the test does not reject
+    w = np.where(x == 0.0, 0.05, 1.0)
+    assert BettingDropTest(0.9).update_many(x, w).rejected_at_ is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"level": 1.0}, r"level must be in \(0, 1\)"),
+        ({"level": "x"}, r"level must be a number"),
+        ({"level": 0.9, "delta": 0.0}, r"delta must be in \(0, 1\)"),
+        ({"level": 0.9, "window": 0}, "window must be an integer >= 1"),
+        ({"level": 0.9, "window": True}, "window must be an integer >= 1"),
+        ({"level": 0.9, "max_bet": 1.0}, r"max_bet must be in \(0, 1\)"),
+    ],
+)
+def test_the_drop_test_refuses_bad_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        BettingDropTest(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("xs", "ws", "match"),
+    [([1, 2], None, r"observation 1 must be a finite number"), ([1, 0], [1, 0], r"weight 1")],
+)
+def test_the_drop_test_refuses_bad_observations_and_adds_nothing(xs, ws, match):
+    test = BettingDropTest(0.9).update_many([0, 0])
+    before = (test.n, test.log_capital_, test.bet)
+    with pytest.raises(ValueError, match=match):
+        test.update_many(xs, ws)
+    assert (test.n, test.log_capital_, test.bet) == before
+    assert test.trace([]).shape == (0,)

@@ -7,7 +7,12 @@ truncated to ``[0, c/m]`` and ``[0, c/(1 - m)]``, evaluated on a grid of candida
 kept as the running intersection. Importance weights extend it to audit samples drawn
 with varying inclusion probabilities (see :class:`BettingConfidenceSequence`).
 
-:func:`repeated_clopper_pearson` is the naive baseline it replaces: a fixed-sample exact
+:class:`BettingDropTest` is the one-sided companion the monitor's ``breach`` state uses: a
+test supermartingale against "the mean is at least ``level`` at every step" whose bets are
+estimated from recent observations only, so it stays valid under any drift that respects
+the level and reacts to a drop without paying for a long healthy past.
+
+:func:`repeated_clopper_pearson` is the naive baseline both replace: a fixed-sample exact
 interval recomputed after every label, whose chance of *ever* excluding the truth grows
 with the number of looks.
 """
@@ -23,10 +28,12 @@ import numpy as np
 from ..calibration import clopper_pearson_lower, clopper_pearson_upper
 from ..calibration._base import check_fraction
 
-__all__ = ["BettingConfidenceSequence", "repeated_clopper_pearson"]
+__all__ = ["BettingConfidenceSequence", "BettingDropTest", "repeated_clopper_pearson"]
 
 # Steps processed per vectorised block: a (block x grid) matrix of float64 stays small.
 _BLOCK = 512
+# A floor on the bet's denominator (a stream of observations all exactly at the level).
+_TINY = 1e-12
 
 
 def _check_delta(delta: Any) -> float:
@@ -128,7 +135,9 @@ class BettingConfidenceSequence:
     intersection can empty. If it would empty (probability at most ``δ`` on a stationary
     stream), the set restarts from the grid points the current capital does not reject
     (or the one it rejects least) and :attr:`restarts_` counts it: a restart is itself
-    evidence that the mean moved.
+    evidence that the mean moved. To detect that a drifting mean fell below a level, use
+    :class:`BettingDropTest`, which is valid under drift and does not slow down with the
+    length of the stream.
 
     Parameters
     ----------
@@ -376,3 +385,192 @@ def repeated_clopper_pearson(
     lower = np.asarray(clopper_pearson_lower(k, n, delta / 2), dtype=float).reshape(-1)
     upper = np.asarray(clopper_pearson_upper(k, n, delta / 2), dtype=float).reshape(-1)
     return lower, upper
+
+
+class BettingDropTest:
+    r"""Anytime-valid one-sided test that a mean has fallen below ``level``, betting on recent data.
+
+    A gambler bets against ``H0: E[x_i | x_1..x_{i-1}] >= level for every i`` -- the
+    conditional mean may drift in any way, as long as it never goes below ``level``. After
+    observations ``x_1..x_t`` with weights ``w_1..w_t`` the capital is
+
+    .. math::
+
+        K_t = \prod_{i \le t} \bigl(1 + \lambda_i\, w_i\, (\mathrm{level} - x_i)\bigr),
+
+    and the test rejects (:attr:`rejected`) the first time ``K_t >= 1/δ``; it then stays
+    rejected. The bet ``λ_i`` is computed from ``x_1..x_{i-1}`` only (predictable) and from
+    *recent* observations only: with exponentially weighted averages (span ``window``, i.e.
+    smoothing ``α = 2 / (window + 1)``) ``m_1`` of ``w (level - x)`` and ``m_2`` of
+    ``w² (level - x)²``,
+
+    .. math::
+
+        \lambda_i = \mathrm{clip}\bigl(m_1 / m_2,\; 0,\; c / (1 - \mathrm{level})\bigr),
+
+    the aGRAPA plug-in of the growth-rate-optimal bet ``E[g] / E[g²]`` for ``g = w (level -
+    x)``, which is ``(level - μ̂) / (σ̂² + (level - μ̂)²)`` for unit weights and recent mean
+    ``μ̂`` and variance ``σ̂²``. It is zero while the recent mean is at or above ``level``
+    (``m_1 <= 0``), so the capital does not decay during a long healthy phase and a later
+    drop is detected in a number of observations that depends on the size of the drop and
+    on ``window``, not on how long the stream was healthy before. (``m_1`` starts at 0 and
+    ``m_2`` at ``level (1 - level)``, the variance of a Bernoulli stream at ``level``.)
+
+    **Why it is valid.** Each factor is positive: ``w (level - x) ∈ [-(1 - level), level]``
+    because ``x, w ∈ [0, 1]``, so with ``0 <= λ <= c/(1 - level)`` the factor is at least
+    ``1 - c > 0``. Given the past, ``λ_i >= 0`` is a fixed number and, under ``H0``,
+    ``E[w_i (level - x_i) | past] <= 0`` (see *Guarantee*), so each factor has conditional
+    mean at most 1: ``K`` is a nonnegative supermartingale from 1 under *every* member of
+    ``H0``, drifting or not, and Ville's inequality gives ``P(∃ t: K_t >= 1/δ) <= δ``. How
+    ``λ`` is chosen from the past changes only the power (how fast a real drop is found),
+    never this bound.
+
+    **Guarantee.** ``P(the test ever rejects) <= δ`` whenever every observation's mean,
+    given the earlier ones, is at least ``level``. For precision monitoring, ``x_i = 1``
+    when the audit found auto-routed decision ``i`` correct; with a constant audit rate use
+    unit weights. When inclusion probabilities ``π_j`` vary, pass ``w = π_min / π_j`` with
+    ``π_min`` a floor fixed in advance, exactly as for :class:`BettingConfidenceSequence`:
+    counting every auto-routed decision ``j`` with audit indicator ``A_j ~ Bernoulli(π_j)``
+    drawn independently of its correctness (a keyed hash of its id),
+    ``E[A_j (π_min / π_j)(level - x_j) | past] = π_min (level - p_j) <= 0`` when the
+    decision's precision ``p_j >= level``, and an unaudited decision contributes the factor
+    1. The bound is then on the precision of *all* auto-routed traffic at each moment.
+
+    Parameters
+    ----------
+    level : float in (0, 1)
+        The mean the null hypothesis says every observation has at least.
+    delta : float in (0, 1), default 0.05
+        The chance of ever rejecting a true ``H0``, spent once over the whole stream.
+    window : int >= 1, default 100
+        Span of the exponentially weighted averages the bet is estimated from: smaller
+        reacts faster to a drop and estimates the bet more noisily.
+    max_bet : float in (0, 1), default 0.5
+        The truncation ``c``: one observation never costs more than the share ``c`` of the
+        capital.
+
+    Attributes
+    ----------
+    log_capital_ : float
+        ``log K_t``.
+    max_log_capital_ : float
+        The largest ``log K`` reached so far.
+    n_ : int
+        Observations seen.
+    rejected_at_ : int or None
+        The observation count at which ``K`` first reached ``1/δ``.
+
+    Examples
+    --------
+    >>> test = BettingDropTest(level=0.9, delta=0.05)
+    >>> test.update_many([1] * 1000).rejected
+    False
+    >>> test.update_many([1, 0, 1, 1] * 50).rejected_at_ is not None
+    True
+    """
+
+    def __init__(
+        self,
+        level: float,
+        delta: float = 0.05,
+        *,
+        window: int = 100,
+        max_bet: float = 0.5,
+    ) -> None:
+        self.level = check_fraction(level, "level")
+        self.delta = _check_delta(delta)
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+            raise ValueError(f"window must be an integer >= 1, got {window!r}")
+        self.window = int(window)
+        self.max_bet = check_fraction(max_bet, "max_bet")
+        self.log_capital_ = 0.0
+        self.max_log_capital_ = 0.0
+        self.n_ = 0
+        self.rejected_at_: int | None = None
+        self._alpha = 2.0 / (self.window + 1.0)
+        self._m1 = 0.0
+        self._m2 = self.level * (1.0 - self.level)
+        self._cap = self.max_bet / (1.0 - self.level)
+        self._log_threshold = math.log(1.0 / self.delta)
+
+    @property
+    def n(self) -> int:
+        """Number of observations seen."""
+        return self.n_
+
+    @property
+    def rejected(self) -> bool:
+        """Whether the capital has ever reached ``1/δ`` (sticky)."""
+        return self.rejected_at_ is not None
+
+    @property
+    def bet(self) -> float:
+        """The bet ``λ`` the next observation will be staked at."""
+        return float(min(max(self._m1 / max(self._m2, _TINY), 0.0), self._cap))
+
+    def update(self, x: float, weight: float = 1.0) -> BettingDropTest:
+        """Stake the current bet on one observation ``x`` in [0, 1] of weight ``weight``.
+
+        Returns ``self``; refuses (``ValueError``) what :meth:`update_many` refuses.
+        """
+        return self.update_many([x], [weight])
+
+    def update_many(
+        self, xs: Iterable[float], weights: Iterable[float] | float | None = None
+    ) -> BettingDropTest:
+        """Stake the bets on observations in arrival order; returns ``self``.
+
+        Parameters
+        ----------
+        xs : iterable of float in [0, 1]
+            The observations (``1`` = an audited decision found correct).
+        weights : float, iterable of float in (0, 1], or None
+            ``π_min / π`` per observation, one for all, or None for unit weights.
+
+        Raises
+        ------
+        ValueError
+            On an observation outside [0, 1] or NaN, or a weight outside (0, 1]; the test
+            is left as it was.
+        """
+        self.trace(xs, weights)
+        return self
+
+    def trace(
+        self, xs: Iterable[float], weights: Iterable[float] | float | None = None
+    ) -> np.ndarray:
+        """Like :meth:`update_many`, and return ``log K`` after each new observation.
+
+        Parameters
+        ----------
+        xs : iterable of float in [0, 1]
+        weights : float, iterable of float in (0, 1], or None
+
+        Returns
+        -------
+        ndarray of shape (len(xs),)
+        """
+        from scipy.signal import lfilter  # only here: keeps the package import light
+
+        x, w = _as_observations(list(xs) if not isinstance(xs, np.ndarray) else xs, weights)
+        if x.size == 0:
+            return np.zeros(0)
+        a = self._alpha
+        gain = w * (self.level - x)
+        # exponentially weighted averages after each observation: y_t = (1-a) y_{t-1} + a v_t
+        m1, _ = lfilter([a], [1.0, a - 1.0], gain, zi=[(1.0 - a) * self._m1])
+        m2, _ = lfilter([a], [1.0, a - 1.0], gain * gain, zi=[(1.0 - a) * self._m2])
+        # the bet for observation i uses the averages after i - 1 (predictable)
+        m1_past = np.concatenate(([self._m1], m1[:-1]))
+        m2_past = np.concatenate(([self._m2], m2[:-1]))
+        bet = np.clip(m1_past / np.maximum(m2_past, _TINY), 0.0, self._cap)
+        log_k = self.log_capital_ + np.cumsum(np.log1p(bet * gain))
+        if self.rejected_at_ is None:
+            hit = np.flatnonzero(log_k >= self._log_threshold)
+            if hit.size:
+                self.rejected_at_ = self.n_ + int(hit[0]) + 1
+        self._m1, self._m2 = float(m1[-1]), float(m2[-1])
+        self.log_capital_ = float(log_k[-1])
+        self.max_log_capital_ = max(self.max_log_capital_, float(log_k.max()))
+        self.n_ += len(x)
+        return log_k

@@ -14,7 +14,12 @@ import numpy as np
 
 from ..calibration import label_mix_departure
 from ..calibration._base import check_fraction
-from ._confseq import BettingConfidenceSequence, _check_delta
+from ._confseq import (
+    BettingConfidenceSequence,
+    BettingDropTest,
+    _as_observations,
+    _check_delta,
+)
 
 __all__ = [
     "MONITOR_STATES",
@@ -92,26 +97,51 @@ class PrecisionMonitor:
 
     Feed it the audited outcomes of one router version's auto-routed decisions, in the
     order they arrived (``1`` = the audit found the routed destination correct). It keeps
-    a :class:`BettingConfidenceSequence` for the auto-route precision ``p`` and reports
+    two anytime-valid procedures over the same labels, each at level ``delta``, because
+    they answer different questions:
+
+    * a :class:`BettingConfidenceSequence` for one constant auto-route precision ``p``:
+      the ``precision`` estimate and its ``lower`` / ``upper`` bounds, and
+      ``certified_online``;
+    * a :class:`~hybridroute.monitoring._confseq.BettingDropTest` of ``H0: the precision
+      is at least target at every label`` (the monitor's :attr:`detector_`), which bets
+      only on *recent* labels (span ``window``) and so finds a drop a few dozen labels
+      after it happens however long the stream was healthy before: ``breach``.
+
+    States:
 
     ``insufficient``
         fewer labels than :func:`labels_to_certify` -- even a perfect stream could not
         have certified the target yet (or fewer than ``min_labels``, if larger);
     ``holding``
-        enough labels, and the interval still contains the target;
+        enough labels, not certified and no breach detected;
     ``certified_online``
-        the lower bound exceeds the target;
+        the lower bound of the confidence sequence exceeds the target;
     ``breach``
-        the upper bound fell below the target: the guarantee no longer holds. The label
-        count and time of the first detection are kept and the state stays ``breach``
-        (a fresh monitor, e.g. for a recalibrated version, starts over). A breach is
-        reported as soon as it is detected, even while labels are otherwise insufficient.
+        the drop test's capital reached ``1/delta``: the labels are incompatible with a
+        precision of at least ``target`` throughout. The label count and time of the first
+        detection are kept and the state stays ``breach`` (a fresh monitor, e.g. for a
+        recalibrated version, starts over). A breach is reported as soon as it is
+        detected, even while labels are otherwise insufficient. ``breach`` is decided by
+        the drop test alone: the confidence sequence's upper bound may lie below the
+        target (it assumes a constant precision and can shrink around an old value)
+        without that being reported as a breach.
 
-    Because the sequence is anytime-valid, reading the state after every label does not
-    inflate the error: on a stationary stream with ``p >= target`` the chance of ever
-    reporting ``breach`` is at most ``delta``, and with ``p <= target`` the chance of ever
-    reporting ``certified_online`` is at most ``delta`` (see
-    :class:`BettingConfidenceSequence` for the exact conditions, weights included).
+    **What each state guarantees.** Reading the state after every label does not inflate
+    either error:
+
+    * ``P(breach is ever reported) <= delta`` whenever, at every label, the precision of
+      the auto-routed traffic given everything before it is at least ``target`` -- it may
+      drift up and down in any way that stays at or above the target (with the weights
+      ``w = π_min / π`` described in :class:`BettingConfidenceSequence`, the precision of
+      *all* auto-routed traffic, not only the audited items);
+    * ``P(certified_online is ever reported) <= delta`` on a stationary stream with
+      ``p <= target`` (see :class:`BettingConfidenceSequence` for the exact conditions,
+      weights included).
+
+    Each bound is at ``delta`` on its own; no joint statement is made (the two can both
+    be wrong on one stream only when ``p = target`` exactly, with probability at most
+    ``2 delta`` by the union bound).
 
     Parameters
     ----------
@@ -123,6 +153,20 @@ class PrecisionMonitor:
         the computed minimum applies when it is larger.
     grid : int, default 1000
         Resolution of the confidence sequence.
+    window : int, default 100
+        Span, in labels, of the recent averages the drop test bets from: smaller finds a
+        large drop sooner and bets more noisily (the ``delta`` bound holds for any value).
+
+    Attributes
+    ----------
+    sequence_ : BettingConfidenceSequence
+        The confidence sequence behind ``precision`` and ``certified_online``.
+    detector_ : BettingDropTest
+        The drop test behind ``breach``.
+    required_labels_ : int
+        Labels before ``holding`` / ``certified_online`` may be reported.
+    breach_labels_, breach_at_ : int or None, str or None
+        Label count and time of the first detection.
 
     Examples
     --------
@@ -131,6 +175,8 @@ class PrecisionMonitor:
     'insufficient'
     >>> mon.update_many([1] * 300).status
     'certified_online'
+    >>> mon.update_many([1, 1, 0, 1] * 40).status  # precision 0.75 for 160 labels
+    'breach'
     """
 
     def __init__(
@@ -140,6 +186,7 @@ class PrecisionMonitor:
         *,
         min_labels: int | None = None,
         grid: int = 1000,
+        window: int = 100,
     ) -> None:
         self.target = _check_target(target)
         self.delta = _check_delta(delta)
@@ -151,7 +198,9 @@ class PrecisionMonitor:
             raise ValueError(f"min_labels must be a non-negative integer, got {min_labels!r}")
         self.min_labels = min_labels
         self.grid = grid
+        self.window = window
         self.sequence_ = BettingConfidenceSequence(delta=self.delta, grid=grid)
+        self.detector_ = BettingDropTest(self.target, self.delta, window=window)
         self.required_labels_ = max(
             labels_to_certify(self.target, self.delta, self.sequence_.grid),
             int(min_labels or 0),
@@ -209,14 +258,14 @@ class PrecisionMonitor:
             if len(times) != len(xs):
                 raise ValueError(f"times has {len(times)} entries for {len(xs)} outcomes")
             stamps = [_as_time(t) for t in times]  # checked before anything is added
-        start = self.sequence_.n
-        _, upper = self.sequence_.trace(xs, weights)
-        if self.breach_labels_ is None:
-            below = np.flatnonzero(upper < self.target)
-            if below.size:
-                i = int(below[0])
-                self.breach_labels_ = start + i + 1
-                self.breach_at_ = stamps[i] if stamps is not None else None
+        x, w = _as_observations(xs, weights)  # checked once, before anything is added
+        start = self.detector_.n
+        self.sequence_.update_many(x, w)
+        self.detector_.update_many(x, w)
+        found = self.detector_.rejected_at_
+        if self.breach_labels_ is None and found is not None:
+            self.breach_labels_ = found
+            self.breach_at_ = stamps[found - start - 1] if stamps is not None else None
         return self
 
     # -- reading ---------------------------------------------------------------------
