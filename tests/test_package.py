@@ -98,7 +98,7 @@ PUBLIC_NAMES = {
     "client": "AsyncRouterClient RetrySettings RouteResult RouterClient".split(),
     "monitoring": """
         BettingConfidenceSequence MONITOR_STATES PrecisionMonitor TrafficShift labels_to_certify
-        repeated_clopper_pearson traffic_shift
+        monitor_log repeated_clopper_pearson traffic_shift
     """.split(),
     "router": """
         HybridRouter load_router router_node save_router

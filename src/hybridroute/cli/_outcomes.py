@@ -159,11 +159,88 @@ def audits_pending(
         typer.echo(scrub.text(line))
 
 
+def monitor_cmd(
+    log: str = typer.Option(..., "--log", help=_LOG_HELP),
+    router_version: str | None = typer.Option(
+        None, "--router-version", help="The router version to watch (default: the only one)."
+    ),
+    router: Path | None = typer.Option(
+        None, "--router", help="The router's bundle: its policy gives the target and delta."
+    ),
+    target: float | None = typer.Option(
+        None, "--target", help="The precision promised (instead of --router)."
+    ),
+    delta: float | None = typer.Option(
+        None, "--delta", help="Its allowed error probability (instead of --router)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Is the auto-route precision still at least its target? From the log's audits."""
+    from .._scrub import Scrubber
+    from ..monitoring import monitor_log
+    from ..records import open_log
+
+    target, delta = _promise(router, target, delta)
+    with open_log(log, create=False) as dl:
+        try:
+            state = monitor_log(dl, target=target, delta=delta, router_version=router_version)
+        except ValueError as exc:
+            raise InputError(str(exc), path=dl.where) from None
+    scrub = Scrubber()
+    if as_json:
+        typer.echo(scrub.json(state, indent=2))
+        return
+    p = state["precision"]
+
+    def num(v: Any) -> str:
+        return "-" if v is None else f"{v:.4f}"
+
+    typer.echo(
+        f"router version {state['router_version']}: {state['status']} "
+        f"(target {state['target']:g}, delta {state['delta']:g})"
+    )
+    typer.echo(
+        f"audit labels {state['labels']} of {state['audited']} audited decisions "
+        f"({state['pending']} pending, {state['conflicting_outcomes']} conflicting outcomes)"
+    )
+    typer.echo(
+        f"auto-route precision {num(p['estimate'])}, anytime-valid bounds "
+        f"[{num(p['lower'])}, {num(p['upper'])}]"
+    )
+    if state["breach"] is not None:
+        b = state["breach"]
+        typer.echo(f"breach detected at label {b['labels']} ({b['at'] or 'time not recorded'})")
+
+
+def _promise(router: Path | None, target: float | None, delta: float | None) -> tuple[float, float]:
+    """The (target, delta) to watch: the bundle's policy, or the options."""
+    if router is not None:
+        if target is not None or delta is not None:
+            raise InputError("give --router or --target/--delta, not both", path="--router")
+        from ..router import load_router
+
+        guarantee = (load_router(router).policy.to_dict().get("guarantee")) or {}
+        t, d = guarantee.get("target"), guarantee.get("delta")
+        if t is None or d is None:
+            raise InputError(
+                "the router's policy promises no precision target; give --target and --delta",
+                path=str(router),
+            )
+        return float(t), float(d)
+    if target is None or delta is None:
+        raise InputError("give --router BUNDLE, or both --target and --delta", path="--target")
+    for name, v in (("--target", target), ("--delta", delta)):
+        if not 0 < v < 1:
+            raise InputError(f"must be between 0 and 1, got {v}", path=name)
+    return target, delta
+
+
 def register(app: typer.Typer) -> None:
-    """Add the ``outcomes`` and ``audits`` command groups to ``app``."""
+    """Add the ``outcomes`` and ``audits`` command groups and ``monitor`` to ``app``."""
     outcomes = typer.Typer(help="Outcomes of logged decisions.", no_args_is_help=True)
     outcomes.command("add")(outcomes_add)
     audits = typer.Typer(help="Audit sampling of auto-routed decisions.", no_args_is_help=True)
     audits.command("pending")(audits_pending)
     app.add_typer(outcomes, name="outcomes")
     app.add_typer(audits, name="audits")
+    app.command("monitor")(monitor_cmd)

@@ -11,6 +11,8 @@
   above the target at every label it fires with probability at most ``delta``.
 * :func:`traffic_shift` / :class:`TrafficShift` -- how far live traffic's predicted-label
   mix and out-of-scope share moved from a reference (calibration) mix.
+* :func:`monitor_log` -- that state for one router version of a decision log, from its
+  audited decisions and their audit outcomes (what ``hybridroute monitor`` prints).
 * :func:`repeated_clopper_pearson` -- the naive baseline (an exact interval recomputed at
   every label), kept for benchmarks that show why it must not be used to monitor.
 
@@ -20,6 +22,7 @@ This package imports numpy and scipy (through :mod:`hybridroute.calibration`) on
 from __future__ import annotations
 
 from ._confseq import BettingConfidenceSequence, repeated_clopper_pearson
+from ._from_log import monitor_log
 from ._monitor import (
     MONITOR_STATES,
     PrecisionMonitor,
@@ -34,6 +37,7 @@ __all__ = [
     "PrecisionMonitor",
     "TrafficShift",
     "labels_to_certify",
+    "monitor_log",
     "repeated_clopper_pearson",
     "traffic_shift",
 ]

@@ -1,0 +1,113 @@
+"""The live guarantee read from a decision log (monitor_log and `hybridroute monitor`)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from hybridroute.cli import main
+from hybridroute.contracts import Decision
+from hybridroute.monitoring import monitor_log
+from hybridroute.records import AuditSampler, open_log
+
+
+def _decision(i: int, version: str = "1") -> Decision:
+    return Decision(
+        router="r",
+        router_version=version,
+        stage="model",
+        input_snapshot={"facts": {"n": i}, "text": f"ticket {i}"},
+        allowed_destinations=("billing", "human_review"),
+        selected_destination="billing",
+        reason_code="confident_intent",
+        label="billing",
+        confidence=0.9,
+    )
+
+
+def _log(tmp_path, n: int, precision_of, *, rate: float = 1.0, versions=("1",)) -> str:
+    """A log of ``n`` auto-routed decisions per version, all audited at ``rate``, each
+    given an audit outcome: correct with the probability ``precision_of(i)``."""
+    url = f"sqlite:///{tmp_path / 'log.sqlite'}"
+    rng = np.random.default_rng(0)
+    with open_log(url, audit=AuditSampler(rate, "test-key")) as log:
+        for version in versions:
+            logged = log.log_many(
+                [(_decision(i, version), f"{version}-{i}", "live") for i in range(n)]
+            )
+            outcomes = []
+            for i, d in enumerate(logged):
+                right = rng.uniform() < precision_of(i)
+                outcomes.append(
+                    {
+                        "decision_id": d.decision_id,
+                        "gold_intent": "billing" if right else "refund",
+                        "source": "audit",
+                    }
+                )
+            log.add_outcomes(outcomes)
+    return url
+
+
+def test_a_healthy_stream_certifies_and_a_drop_is_a_breach(tmp_path):
+    url = _log(tmp_path, 600, lambda i: 0.99)
+    with open_log(url, create=False) as log:
+        state = monitor_log(log, target=0.9, delta=0.05)
+    assert state["status"] == "certified_online" and state["labels"] == 600
+    assert state["precision"]["lower"] > 0.9 and state["pending"] == 0
+
+    url = _log(tmp_path / "drop", 1200, lambda i: 0.97 if i < 800 else 0.6)
+    with open_log(url, create=False) as log:
+        state = monitor_log(log, target=0.9, delta=0.05)
+    assert state["status"] == "breach"
+    assert 800 < state["breach"]["labels"] <= 1000 and state["breach"]["at"] is not None
+
+
+def test_only_audit_outcomes_of_audited_decisions_count_once_each(tmp_path):
+    url = _log(tmp_path, 50, lambda i: 1.0)
+    with open_log(url) as log:
+        rows = [r for r in log.rows() if r["audited"] == 1]
+        log.add_outcomes(
+            [
+                # a second audit outcome (a conflict) and feedback of another source
+                {"decision_id": rows[0]["decision_id"], "gold_intent": "refund", "source": "audit"},
+                {
+                    "decision_id": rows[1]["decision_id"],
+                    "gold_intent": "refund",
+                    "source": "user_feedback",
+                },
+            ]
+        )
+        state = monitor_log(log, target=0.9, delta=0.05)
+    assert state["labels"] == 50 and state["conflicting_outcomes"] == 1
+    assert state["precision"]["estimate"] == 1.0
+
+
+def test_the_version_must_be_named_when_several_are_audited(tmp_path):
+    url = _log(tmp_path, 20, lambda i: 1.0, versions=("1", "2"))
+    with open_log(url, create=False) as log:
+        with pytest.raises(ValueError, match=r"versions \['1', '2'\]"):
+            monitor_log(log, target=0.9, delta=0.05)
+        assert monitor_log(log, target=0.9, delta=0.05, router_version="2")["labels"] == 20
+        with pytest.raises(ValueError, match="no audited decision of router version '3'"):
+            monitor_log(log, target=0.9, delta=0.05, router_version="3")
+
+
+def test_the_cli_prints_the_state_and_refuses_mistakes(tmp_path, capsys):
+    url = _log(tmp_path, 600, lambda i: 0.99)
+    assert main(["monitor", "--log", url, "--target", "0.9", "--delta", "0.05", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) >= {"status", "labels", "precision", "target", "delta"}
+    assert set(doc["precision"]) == {"estimate", "lower", "upper"}
+    assert doc["status"] == "certified_online"
+    assert main(["monitor", "--log", url, "--target", "0.9", "--delta", "0.05"]) == 0
+    assert "certified_online" in capsys.readouterr().out
+    for argv, message in [
+        (["--target", "0.9"], "both --target and --delta"),
+        (["--target", "0.9", "--delta", "1.5"], "between 0 and 1"),
+        (["--target", "0.9", "--delta", "0.05", "--router-version", "9"], "no audited decision"),
+    ]:
+        assert main(["monitor", "--log", url, *argv]) == 2
+        assert message in capsys.readouterr().err
