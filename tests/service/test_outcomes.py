@@ -171,3 +171,48 @@ def test_a_bad_audit_rate_names_the_config_field(bundles, tmp_path, rate):
 
     with pytest.raises(UserInputError, match="field 'audit_rate': must be"):
         ServiceConfig(router=bundles["v1"], log=str(tmp_path / "l.sqlite"), audit_rate=rate)
+
+
+def test_the_live_guarantee_is_served_as_json_gauges_and_on_the_page(audited, monkeypatch):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from hybridroute.service import _monitor
+
+    client, results = audited
+    auto = [r for r in results if r["decision"]["stage"] == "model"]
+    monkeypatch.setattr(_monitor, "REFRESH_S", 0.0)  # recompute on every look
+    before = client.get("/v1/monitor").json()
+    assert before["status"] == "insufficient" and before["labels"] == 0
+    assert before["pending"] == before["audited"] == len(auto)
+    outcomes = [
+        {
+            "decision_id": r["decision_id"],
+            "gold_intent": r["decision"]["label"],
+            "source": "audit",
+        }
+        for r in auto
+    ]
+    assert client.post("/v1/outcomes", json={"outcomes": outcomes}, headers=AUTH).status_code == 200
+    state = client.get("/v1/monitor").json()
+    assert state["labels"] == len(auto) and state["pending"] == 0
+    assert state["precision"]["estimate"] == 1.0 and state["router_version"] == "1"
+    gauges = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(client.get("/metrics").text)
+        for s in f.samples
+        if s.name.startswith("hybridroute_monitor")
+    }
+    key = (("router", state["router"]), ("version", "1"))
+    assert gauges[("hybridroute_monitor_audit_labels", key)] == len(auto)
+    status = {k[1][1][1]: v for k, v in gauges.items() if k[0] == "hybridroute_monitor_status"}
+    assert status[state["status"]] == 1.0 and sum(status.values()) == 1.0
+    page = client.get("/").text
+    assert f'id="monitor-status">{state["status"]}<' in page
+    assert f'data-count="{len(auto)}"' in page
+
+
+def test_without_audits_the_monitor_says_why(make_app, tmp_path):
+    client = make_app(tmp_path)
+    state = client.get("/v1/monitor").json()
+    assert state["status"] == "unavailable" and "--audit-rate" in state["reason"]
+    assert 'id="monitor-status">unavailable<' in client.get("/").text

@@ -43,6 +43,8 @@ from .._fallback import fallback_cause
 __all__ = ["CONTENT_TYPE", "OTHER_SEGMENT", "ServiceMetrics", "segment_value"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: The states the monitor gauges take (see :mod:`hybridroute.monitoring`).
+MONITOR_GAUGE_STATES = ("insufficient", "holding", "certified_online", "breach", "unavailable")
 #: The segment label of values beyond ``max_segments``.
 OTHER_SEGMENT = "other"
 #: The segment label of an item without the segment fact (or with a null value).
@@ -137,6 +139,25 @@ class ServiceMetrics:
             "hybridroute_duplicate_requests",
             "Requests answered with the stored decision of their request id.",
             ("version",),
+            registry=r,
+        )
+        self.monitor_status = Gauge(
+            "hybridroute_monitor_status",
+            "The live guarantee's state (1 for the current one): insufficient, holding, "
+            "certified_online, breach, or unavailable (no audits).",
+            ("router", "version", "status"),
+            registry=r,
+        )
+        self.monitor_labels = Gauge(
+            "hybridroute_monitor_audit_labels",
+            "Audit outcomes the live guarantee is monitored on.",
+            ("router", "version"),
+            registry=r,
+        )
+        self.monitor_precision = Gauge(
+            "hybridroute_monitor_precision",
+            "Auto-route precision from audits: estimate and anytime-valid lower / upper bound.",
+            ("router", "version", "bound"),
             registry=r,
         )
         self.requests = Counter(
@@ -253,6 +274,21 @@ class ServiceMetrics:
         """A group commit of ``size`` decisions took ``seconds``."""
         self.commit_seconds.observe(seconds)
         self.commit_size.observe(size)
+
+    def set_monitor(self, state: Mapping[str, Any]) -> None:
+        """Publish the live version's monitor state (:mod:`._monitor`) as gauges."""
+        router, version = str(state.get("router")), str(state.get("router_version"))
+        for status in MONITOR_GAUGE_STATES:
+            self.monitor_status.labels(router, version, status).set(
+                1.0 if state.get("status") == status else 0.0
+            )
+        self.monitor_labels.labels(router, version).set(float(state.get("labels") or 0))
+        precision = state.get("precision") or {}
+        for bound in ("estimate", "lower", "upper"):
+            value = precision.get(bound)
+            self.monitor_precision.labels(router, version, bound).set(
+                float("nan") if value is None else float(value)
+            )
 
     def render(self) -> bytes:
         """The Prometheus text exposition of this app's registry."""

@@ -160,7 +160,22 @@ async def shadow(request: Request) -> Response:
     return JSONResponse(report)
 
 
+@api.get("/v1/monitor")
+async def monitor(request: Request) -> Response:
+    """The live guarantee from audits: status, labels, precision and its bounds, breach."""
+    state = state_of(request)
+    try:
+        return JSONResponse(await state.monitor.get(state))
+    except UserInputError as exc:  # the log cannot be read now
+        raise RequestProblem(503, "unavailable", str(exc)) from None
+
+
 @api.get("/metrics")
 async def metrics(request: Request) -> Response:
     """The Prometheus text exposition of this app's registry."""
-    return Response(state_of(request).metrics.render(), media_type=CONTENT_TYPE)
+    state = state_of(request)
+    try:
+        await state.monitor.get(state)  # the monitor gauges, recomputed when stale
+    except UserInputError:
+        pass  # the log cannot be read now: the other metrics still answer
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE)

@@ -23,6 +23,7 @@ from ._commit import GroupCommitter, LogUnavailable
 from ._config import ServiceConfig
 from ._input import RequestProblem, route_problem
 from ._metrics import ServiceMetrics
+from ._monitor import MonitorCache
 from ._routers import LoadedRouter, Routers, RouterSet
 from ._shadow import ShadowJob, ShadowRunner
 from ._window import RecentWindow
@@ -72,6 +73,7 @@ class ServiceState:
         self.log: Any = None
         self.committer: GroupCommitter | None = None
         self.shadows: ShadowRunner | None = None
+        self.monitor = MonitorCache()
         self._executor: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ lifespan

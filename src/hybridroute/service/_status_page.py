@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from ..exceptions import UserInputError
 from ._routers import LoadedRouter
 from ._routes import state_of
 from ._state import ServiceState
@@ -203,14 +204,50 @@ def render_status(state: ServiceState) -> str:
         "sent; compared here over the same window (the whole log: "
         '<a href="/v1/shadow">/v1/shadow</a>).</p>'
         + _shadow_section(summary.shadows)
+        + "<h2>Live guarantee (audits)</h2>"
+        + _monitor_section(state.monitor.last)
         + "</body></html>"
+    )
+
+
+def _monitor_section(m: dict[str, Any] | None) -> str:
+    if m is None:
+        return '<p class="muted" id="monitor-status">not computed yet</p>'
+    if m.get("status") == "unavailable":
+        return (
+            '<p class="muted">status <span id="monitor-status">unavailable</span>: '
+            f"{_e(str(m.get('reason', '')))}</p>"
+        )
+    p = m.get("precision") or {}
+
+    def num(v: Any) -> str:
+        return "–" if v is None else f"{v:.4f}"
+
+    breach = m.get("breach")
+    detected = (
+        ""
+        if not breach
+        else f" · breach detected at label {breach['labels']} ({_e(str(breach.get('at')))})"
+    )
+    return (
+        f'<p>status <span id="monitor-status">{_e(str(m["status"]))}</span> · target '
+        f"{m['target']:g} (δ {m['delta']:g}) · "
+        f'<span id="monitor-labels" data-count="{m["labels"]}">{m["labels"]}</span> audit '
+        f"labels of {m['audited']} audited decisions ({m['pending']} pending) · precision "
+        f"{num(p.get('estimate'))}, anytime-valid bounds [{num(p.get('lower'))}, "
+        f'{num(p.get("upper"))}]{detected} (<a href="/v1/monitor">/v1/monitor</a>)</p>'
     )
 
 
 @page.get("/")
 async def status_page(request: Request) -> Response:
     """The status page (HTML)."""
-    html = render_status(state_of(request))
+    state = state_of(request)
+    try:
+        await state.monitor.get(state)
+    except UserInputError:  # the log cannot be read now: the page shows the rest
+        pass
+    html = render_status(state)
     return HTMLResponse(
         html,
         headers={"content-security-policy": CSP, "cache-control": "no-store"},

@@ -1,0 +1,74 @@
+"""The live guarantee as the service shows it: ``GET /v1/monitor``, gauges, the status page.
+
+:func:`hybridroute.monitoring.monitor_log` over the live router version's audited
+decisions, against the target and ``delta`` its policy promises. It reads the whole log,
+so it runs on a thread, on a connection of its own, and at most once per
+:data:`REFRESH_S` (a scrape of ``/metrics`` or a look at the status page in between gets
+the last result).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+__all__ = ["REFRESH_S", "MonitorCache"]
+
+#: Seconds a computed monitor state is served before it is computed again.
+REFRESH_S = 30.0
+
+
+class MonitorCache:
+    """The latest monitor state of the live router version, recomputed when stale."""
+
+    def __init__(self) -> None:
+        self._state: dict[str, Any] | None = None
+        self._at = 0.0
+        self._key: tuple[str, str] | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def last(self) -> dict[str, Any] | None:
+        """The last state computed (``None`` before the first)."""
+        return self._state
+
+    async def get(self, service: Any, *, fresh: bool = False) -> dict[str, Any]:
+        """The state for the live version (computed on a thread when stale or ``fresh``)."""
+        live = service.routers.current.live
+        key = (live.name, live.version)
+        async with self._lock:
+            stale = time.monotonic() - self._at > REFRESH_S or key != self._key
+            if self._state is None or stale or fresh:
+                self._state = await asyncio.to_thread(compute, service, live)
+                self._at, self._key = time.monotonic(), key
+                service.metrics.set_monitor(self._state)
+            return self._state
+
+
+def compute(service: Any, live: Any) -> dict[str, Any]:
+    """The monitor state of ``live`` (blocking), or why there is none."""
+    from ..monitoring import monitor_log
+    from ..records import open_log
+
+    base = {"router": live.name, "router_version": live.version}
+    if not service.config.audit_rate:
+        return {
+            **base,
+            "status": "unavailable",
+            "reason": "this service audits nothing (start it with --audit-rate)",
+        }
+    target, delta = live.policy.get("target"), live.policy.get("delta")
+    if target is None or delta is None:
+        return {**base, "status": "unavailable", "reason": "the live policy promises no target"}
+    config = service.config
+    log = open_log(config.log, sensitive_fields=config.sensitive_facts, salt=config.salt)
+    try:
+        state = monitor_log(
+            log, target=float(target), delta=float(delta), router_version=live.version
+        )
+    except ValueError as exc:  # no audited decision of this version (yet)
+        return {**base, "status": "unavailable", "reason": str(exc)}
+    finally:
+        log.close()
+    return {**base, **state}
