@@ -54,7 +54,6 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,52 +84,10 @@ from ._policy_checks import (
     check_consistency,
     validate_document,
 )
+from ._policy_outcome import PolicyOutcome
 from ._temperature import apply_temperature
 
 __all__ = ["POLICY_FORMAT", "POLICY_FORMAT_VERSION", "Policy", "PolicyOutcome"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PolicyOutcome:
-    """What the policy decided for one classified item.
-
-    Attributes
-    ----------
-    action : str
-        ``auto_route``, ``ask_user``, ``human_review`` or ``out_of_scope``.
-    reason_code : str
-        A :class:`~hybridroute.contracts.ReasonCode` value (or the classifier's abstention
-        reason, e.g. ``invalid_label``).
-    label : str or None
-        The top label (``None`` for an abstention).
-    confidence, margin, oos_score : float or None
-        Calibrated top-label confidence, top-1 minus top-2, out-of-scope score.
-    threshold : float or None
-        The threshold value that decided (``None`` when none applied).
-    threshold_name : str or None
-        Which threshold decided: ``auto``, ``class:<label>``, ``ask``, ``margin``, ``oos``.
-    """
-
-    action: str
-    reason_code: str
-    label: str | None
-    confidence: float | None
-    margin: float | None
-    oos_score: float | None
-    threshold: float | None
-    threshold_name: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "reason_code": self.reason_code,
-            "label": self.label,
-            "confidence": self.confidence,
-            "margin": self.margin,
-            "oos_score": self.oos_score,
-            "threshold": self.threshold,
-            "threshold_name": self.threshold_name,
-        }
 
 
 # --------------------------------------------------------------------------- JSON helpers
@@ -376,6 +333,45 @@ class Policy:
         doc = copy.deepcopy(self._doc)
         doc["model_fingerprint"] = fingerprint
         return type(self)(doc)
+
+    def with_refit_threshold(
+        self,
+        threshold: Any,
+        *,
+        calibration_labels: Iterable[str] | None = None,
+        calibration_data: Mapping[str, Any] | None = None,
+        provenance: Mapping[str, Any] | None = None,
+    ) -> Policy:
+        """This policy with its main threshold refitted on its own calibrated confidence.
+
+        Calibrator, margin / out-of-scope / evidence gates, label set and model binding are
+        kept: the new policy auto-routes only where the old gates pass and the new
+        threshold is met (used by :func:`hybridroute.monitoring.recalibrate_from_log`).
+
+        Parameters
+        ----------
+        threshold : fitted threshold fitter
+            Fitted on this policy's calibrated confidence; a method its objective accepts.
+        calibration_labels, calibration_data, provenance : optional
+            The rows' true labels; further ``calibration_data`` fields; the new provenance.
+
+        Raises
+        ------
+        ValueError
+            An ask zone or per-class thresholds, an unfitted fitter, a contradictory result.
+        """
+        from ._policy_refit import refit_document
+
+        doc = refit_document(
+            self._doc,
+            threshold,
+            calibration_labels=calibration_labels,
+            calibration_data=calibration_data,
+            provenance=provenance,
+        )
+        policy = type(self)(doc)
+        check_consistency(policy._doc, None, error=ValueError)
+        return policy
 
     # ------------------------------------------------------------------ reading
 

@@ -68,11 +68,34 @@ def register(app: typer.Typer) -> None:
 
 
 def calibrate(
-    dataset: str = typer.Option(
-        ..., "--dataset", help="banking77, clinc150, support-tickets, csv:PATH, jsonl:PATH."
+    dataset: str | None = typer.Option(
+        None, "--dataset", help="banking77, clinc150, support-tickets, csv:PATH, jsonl:PATH."
     ),
-    model: Path = typer.Option(..., "--model", help="A saved classifier directory."),
-    out: Path = typer.Option(..., "--out", help="Where to write the policy JSON."),
+    model: Path | None = typer.Option(None, "--model", help="A saved classifier directory."),
+    out: Path = typer.Option(
+        ..., "--out", help="Where to write the policy JSON (with --from-log: the new bundle)."
+    ),
+    from_log: str | None = typer.Option(
+        None,
+        "--from-log",
+        help="Refit the --router bundle's threshold on its audited decisions in this "
+        "decision log (sqlite:///PATH, a path, postgresql://...) instead of a dataset.",
+    ),
+    router: Path | None = typer.Option(
+        None, "--router", help="--from-log: the incumbent bundle that logged the decisions."
+    ),
+    router_version: str | None = typer.Option(
+        None, "--router-version", help="--from-log: the logged version (the bundle's own)."
+    ),
+    version: str | None = typer.Option(
+        None, "--version", help="--from-log: the new bundle's version (default VERSION-logSEQ)."
+    ),
+    since: str | None = typer.Option(
+        None, "--since", help="--from-log: decisions logged at or after this ISO time."
+    ),
+    until: str | None = typer.Option(
+        None, "--until", help="--from-log: decisions logged before this ISO time."
+    ),
     objective: Objective = typer.Option(
         Objective.precision, "--objective", help=_OBJECTIVE_HELP, case_sensitive=False
     ),
@@ -82,8 +105,11 @@ def calibrate(
         help="The objective's target: precision (precision, empirical, three-way), share "
         "auto-routed (coverage) or out-of-scope recall (oos). Default 0.95, coverage 0.8.",
     ),
-    delta: float = typer.Option(
-        0.05, "--delta", help="Allowed probability of a wrong certificate."
+    delta: float | None = typer.Option(
+        None,
+        "--delta",
+        help="Allowed probability of a wrong certificate (default 0.05; with --from-log "
+        "the bundle's).",
     ),
     ask_target: float = typer.Option(
         0.8, "--ask-target", help="three-way: precision certified for the ask-the-user zone."
@@ -131,6 +157,59 @@ def calibrate(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Fit a policy on a labelled set's calibration split and write it to ``--out``."""
+    if from_log is not None:
+        from ._recalibrate import recalibrate_cmd
+
+        # options of fitting from a dataset, given with values other than their defaults
+        dataset_only = {
+            "--dataset": dataset is not None,
+            "--model": model is not None,
+            "--objective": objective is not Objective.precision,
+            "--calibrator": calibrator is not Calibrator.temperature,
+            "--margin": margin,
+            "--per-class": per_class,
+            "--evidence": evidence is not None,
+            "--split": split != "calibration",
+        }
+        given = [flag for flag, set_ in dataset_only.items() if set_]
+        if given:
+            raise click.BadParameter(
+                f"--from-log refits the --router bundle's own threshold; {', '.join(given)} "
+                "apply to fitting from a dataset",
+                param_hint="--from-log",
+            )
+        recalibrate_cmd(
+            log_url=from_log,
+            router=router,
+            out=out,
+            router_version=router_version,
+            version=version,
+            target=target,
+            delta=delta,
+            since=since,
+            until=until,
+            seed=seed,
+            as_json=as_json,
+        )
+        return
+    for flag, value in (("--dataset", dataset), ("--model", model)):
+        if value is None:
+            raise click.BadParameter(
+                "is required (or --from-log with --router to refit from a decision log)",
+                param_hint=flag,
+            )
+    assert dataset is not None and model is not None
+    if delta is None:
+        delta = 0.05
+    for flag, value in (
+        ("--router", router),
+        ("--router-version", router_version),
+        ("--version", version),
+        ("--since", since),
+        ("--until", until),
+    ):
+        if value is not None:
+            raise click.BadParameter("only goes with --from-log", param_hint=flag)
     from ..calibration import fit_policy, load_evidence_labels
     from ..classifiers import load_classifier
     from ..datasets import load_dataset

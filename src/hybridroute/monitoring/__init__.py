@@ -13,6 +13,9 @@
   mix and out-of-scope share moved from a reference (calibration) mix.
 * :func:`monitor_log` -- that state for one router version of a decision log, from its
   audited decisions and their audit outcomes (what ``hybridroute monitor`` prints).
+* :func:`recalibrate_from_log` / :class:`Recalibration` -- a router's threshold refitted on
+  its own audited decisions (what ``hybridroute calibrate --from-log`` writes), with what
+  that certifies and what it cannot.
 * :func:`repeated_clopper_pearson` -- the naive baseline (an exact interval recomputed at
   every label), kept for benchmarks that show why it must not be used to monitor.
 
@@ -30,14 +33,17 @@ from ._monitor import (
     labels_to_certify,
     traffic_shift,
 )
+from ._recalibrate import Recalibration, recalibrate_from_log
 
 __all__ = [
     "MONITOR_STATES",
     "BettingConfidenceSequence",
     "PrecisionMonitor",
+    "Recalibration",
     "TrafficShift",
     "labels_to_certify",
     "monitor_log",
+    "recalibrate_from_log",
     "repeated_clopper_pearson",
     "traffic_shift",
 ]

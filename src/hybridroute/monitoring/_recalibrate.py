@@ -1,0 +1,274 @@
+"""Recalibration from production: refit a router's threshold on its own audited decisions.
+
+**What the rows are.** The log's audit sampler selects each auto-routed live decision of a
+router version with inclusion probability ``π`` (``audit_p``) by a keyed hash of its
+decision id -- independently of its input and of whether it was right. When rates varied,
+each audited decision is kept with probability ``π_min / π`` (a seeded hash of its
+decision id again), so the kept ones are a uniform ``π_min`` sample. Those with an audit
+outcome are the calibration rows: the router's logged calibrated confidence (the incumbent
+policy's scale), and whether it was right (its gold next step is the destination it chose,
+or else its gold intent is the label it predicted -- the monitor's definition).
+
+**What the new policy certifies.** The incumbent's calibrator and its margin,
+out-of-scope and evidence gates are kept; the auto-route threshold is refitted with the
+incumbent's objective fitter (same target and delta unless asked otherwise) on those rows,
+which all lie at or above the old threshold, so the new threshold is at least the old one.
+With probability at least ``1 - delta`` over the draw of the audit sample, the precision of
+the decisions the new policy auto-routes is at least ``target`` -- on traffic exchangeable
+with the log window the rows came from, assuming audit labels are correct and that which
+audits got labelled does not depend on whether the decision was right.
+
+**What it cannot certify.** Items the old policy did not auto-route (below its
+threshold, stopped by a gate, or decided by a rule) were never audited, so the log says
+nothing about them: the new policy never auto-routes anything the old one would not, and
+it cannot win coverage back. Lowering a threshold needs a labelled calibration set
+(``hybridroute calibrate --dataset``). Nor does it hold for traffic unlike the window's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .._canonical import canonical_json
+from ._from_log import _correct
+
+__all__ = ["Recalibration", "recalibrate_from_log"]
+
+#: What the refitted policy certifies, recorded in its provenance.
+CERTIFIES = (
+    "precision of the decisions this policy auto-routes >= target with probability >= "
+    "1 - delta, for traffic exchangeable with the log window; fitted on an audit sample of "
+    "the incumbent's auto-routed decisions, so it auto-routes nothing the incumbent did not"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Recalibration:
+    """A policy refitted from a log, and where its rows came from.
+
+    Attributes
+    ----------
+    policy : Policy
+        The new policy (the incumbent's with its threshold refitted).
+    report : dict
+        Counts (``audited``, ``labelled``, ``pending``, ``thinned``, ``conflicting_outcomes``,
+        ``calibration_size``), the window (first / last ``seq`` and ``logged_at`` used),
+        the incumbent's and the new threshold, the certificate, and ``data_fingerprint``
+        (SHA-256 of the rows the threshold was fitted on).
+    """
+
+    policy: Any
+    report: Mapping[str, Any]
+
+
+def _parse_time(value: str | datetime | None, what: str) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        t = value
+    else:
+        try:
+            t = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"{what}: {value!r} is not an ISO 8601 time (e.g. 2026-12-01T00:00:00Z)"
+            ) from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _keep(decision_id: str, ratio: float, seed: int) -> bool:
+    """Thinning: keep with probability ``ratio``, by a seeded hash of the decision id."""
+    if ratio >= 1.0:
+        return True
+    digest = hashlib.sha256(f"recalibrate:{seed}:{decision_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64 < ratio
+
+
+def _fitter(policy: Any, target: float | None, delta: float | None) -> Any:
+    """A fresh fitter of the incumbent's kind; target and delta default to its own."""
+    from ..calibration import CertifiedPrecisionThreshold
+
+    fit = policy.to_dict()["objective"]["fit"]
+    if fit.get("method") != CertifiedPrecisionThreshold.method:
+        raise ValueError(
+            f"the incumbent policy's threshold was fitted by {fit.get('method')!r}; "
+            "recalibration from a log refits a certified precision threshold "
+            "(objective precision or oos) only"
+        )
+    g = policy.guarantee
+    return CertifiedPrecisionThreshold(
+        float(g["target"] if target is None else target),
+        float(g["delta"] if delta is None else delta),
+        n_starts=int(fit.get("n_starts", 3)),
+    )
+
+
+def recalibrate_from_log(
+    log: Any,
+    router: Any,
+    *,
+    router_version: str | None = None,
+    target: float | None = None,
+    delta: float | None = None,
+    since: str | datetime | None = None,
+    until: str | datetime | None = None,
+    seed: int = 0,
+    log_name: str | None = None,
+) -> Recalibration:
+    """Refit ``router``'s auto-route threshold on the audited decisions it logged.
+
+    Parameters
+    ----------
+    log : DecisionLog or PostgresLog
+        An open decision log (:func:`hybridroute.records.open_log`) with audit outcomes.
+    router : HybridRouter
+        The incumbent: the router (bundle) that made the logged decisions.
+    router_version : str, optional
+        The logged version to read; default ``router.version``. It must be the router's
+        own version: the logged confidences are its policy's.
+    target, delta : float, optional
+        The precision to certify and its error probability; default the incumbent
+        policy's.
+    since, until : str or datetime, optional
+        The log window: decisions logged at or after ``since`` and before ``until`` (ISO
+        8601; a time without zone is UTC).
+    seed : int, default 0
+        Seeds the thinning of audits drawn at varying rates.
+    log_name : str, optional
+        How the provenance names the log (e.g. its URL without a password).
+
+    Returns
+    -------
+    Recalibration
+
+    Raises
+    ------
+    ValueError
+        A version mismatch, a policy whose threshold cannot be refitted this way, a bad
+        window, or no labelled audit in the window.
+    """
+    version = router.version if router_version is None else str(router_version)
+    if version != router.version:
+        raise ValueError(
+            f"the router is version {router.version!r} but the log rows asked for are version "
+            f"{version!r}; the logged confidences are on the scale of the policy that logged "
+            "them, so recalibrate the bundle of that version"
+        )
+    policy = router.policy
+    fitter = _fitter(policy, target, delta)
+    lo = _parse_time(since, "--since")
+    hi = _parse_time(until, "--until")
+    if lo is not None and hi is not None and lo >= hi:
+        raise ValueError(f"--since ({since}) must be before --until ({until})")
+
+    audited: dict[str, dict[str, Any]] = {}
+    for row in log.rows(router_version=version, role="live"):
+        if (
+            row.get("audited") != 1
+            or row.get("router") != router.name
+            or row.get("confidence") is None
+        ):
+            continue
+        at = _parse_time(row["logged_at"], "logged_at")
+        if (lo is not None and at is not None and at < lo) or (
+            hi is not None and at is not None and at >= hi
+        ):
+            continue
+        audited[row["decision_id"]] = row
+    if not audited:
+        raise ValueError(
+            f"the log holds no audited decision of router {router.name!r} version {version!r}"
+            + (" in the window" if lo or hi else "")
+            + ": route with an audit rate (--audit-rate and HYBRIDROUTE_AUDIT_KEY) first"
+        )
+    pi_min = min(float(r["audit_p"]) for r in audited.values())
+    labelled: list[tuple[dict[str, Any], Mapping[str, Any]]] = []
+    seen: set[str] = set()
+    conflicts = thinned = 0
+    for outcome in log.outcomes():
+        row = audited.get(outcome["decision_id"])
+        if row is None or outcome.get("source") != "audit":
+            continue
+        if outcome["decision_id"] in seen:
+            conflicts += 1
+            continue
+        seen.add(outcome["decision_id"])
+        if not _keep(row["decision_id"], pi_min / float(row["audit_p"]), seed):
+            thinned += 1
+            continue
+        labelled.append((row, outcome))
+    if not labelled:
+        raise ValueError(
+            f"none of the {len(audited)} audited decisions of version {version!r} has an "
+            "audit outcome yet (hybridroute audits pending lists them)"
+        )
+    labelled.sort(key=lambda pair: pair[0]["seq"])
+    scores = [float(row["confidence"]) for row, _ in labelled]
+    correct = [_correct(outcome, row) for row, outcome in labelled]
+    fitter.fit(scores, correct)
+    gold = [o.get("gold_intent") for _, o in labelled]
+    labels = [str(g) for g in gold] if all(g is not None for g in gold) else None
+    rows_doc = [
+        [row["decision_id"], float(row["confidence"]), bool(c)]
+        for (row, _), c in zip(labelled, correct, strict=True)
+    ]
+    fingerprint = hashlib.sha256(canonical_json(rows_doc).encode()).hexdigest()
+    first, last = labelled[0][0], labelled[-1][0]
+    window = {
+        "since": None if lo is None else lo.isoformat(),
+        "until": None if hi is None else hi.isoformat(),
+        "first_seq": int(first["seq"]),
+        "last_seq": int(last["seq"]),
+        "first_logged_at": first["logged_at"],
+        "last_logged_at": last["logged_at"],
+    }
+    old_threshold = policy.thresholds["auto"]
+    provenance = {
+        "command": "hybridroute calibrate --from-log",
+        "log": log_name if log_name is not None else getattr(log, "where", None),
+        "router": router.name,
+        "router_version": version,
+        "incumbent_policy_sha256": policy.content_sha256,
+        "incumbent_threshold": old_threshold,
+        "window": window,
+        "audit_rate_min": pi_min,
+        "thinning_seed": int(seed),
+        "data_fingerprint": fingerprint,
+        "certifies": CERTIFIES,
+    }
+    new = policy.with_refit_threshold(
+        fitter,
+        calibration_labels=labels,
+        calibration_data={
+            "population": f"audit sample of router {router.name!r} version {version!r}'s "
+            "auto-routed decisions"
+        },
+        provenance=provenance,
+    )
+    g = new.guarantee
+    report = {
+        "router": router.name,
+        "router_version": version,
+        "audited": len(audited),
+        "labelled": len(seen),
+        "pending": len(audited) - len(seen),
+        "thinned": thinned,
+        "conflicting_outcomes": conflicts,
+        "calibration_size": len(labelled),
+        "window": window,
+        "incumbent_threshold": old_threshold,
+        "threshold": new.thresholds["auto"],
+        "certified": g["certified"],
+        "target": g["target"],
+        "delta": g["delta"],
+        "bound": g["bound"],
+        "reason": g["reason"],
+        "retained_share": new.to_dict()["expected"]["coverage"],
+        "data_fingerprint": fingerprint,
+        "certifies": CERTIFIES,
+    }
+    return Recalibration(policy=new, report=report)
