@@ -118,7 +118,8 @@ PUBLIC_NAMES = {
     """.split(),
     "tracking": """
         LoggedRouter RouterModel Tracker code_revision default_tracking_uri
-        load_router_model log_evaluation log_router_model log_router_run router_spark_udf
+        load_router_model log_evaluation log_monitor log_router_model log_router_run
+        router_spark_udf
     """.split(),
 }
 

@@ -111,3 +111,36 @@ def test_the_cli_prints_the_state_and_refuses_mistakes(tmp_path, capsys):
     ]:
         assert main(["monitor", "--log", url, *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_the_shift_compares_live_predicted_labels_with_the_calibration_mix(tmp_path):
+    url = _log(tmp_path, 200, lambda i: 1.0)
+    with open_log(url) as log:
+        # besides the 200 'billing' decisions: 50 out-of-scope abstentions
+        oos = [
+            Decision(
+                router="r",
+                router_version="1",
+                stage="model",
+                input_snapshot={"facts": {"n": i}, "text": f"other {i}"},
+                allowed_destinations=("billing", "human_review"),
+                selected_destination="human_review",
+                reason_code="out_of_scope",
+                label="billing",
+                confidence=0.2,
+            )
+            for i in range(50)
+        ]
+        log.log_many([(d, f"oos-{i}", "live") for i, d in enumerate(oos)])
+        reference = {
+            "label_counts": {"billing": 45, "refund": 45, "oos": 10},
+            "out_of_scope_label": "oos",
+        }
+        state = monitor_log(log, target=0.9, delta=0.05, reference=reference)
+        assert monitor_log(log, target=0.9, delta=0.05)["shift"] is None
+    shift = state["shift"]
+    assert shift["n_live"] == 250
+    assert shift["oos_live"] == pytest.approx(0.2) and shift["oos_reference"] == pytest.approx(0.1)
+    assert shift["oos_difference"] == pytest.approx(0.1)
+    # live: billing 0.8, oos 0.2; calibration: billing 0.45, refund 0.45, oos 0.1
+    assert shift["total_variation"] == pytest.approx(0.45)

@@ -173,20 +173,45 @@ def monitor_cmd(
     delta: float | None = typer.Option(
         None, "--delta", help="Its allowed error probability (instead of --router)."
     ),
+    track: bool = typer.Option(
+        False, "--track/--no-track", help="Also log the state to MLflow (a run per call)."
+    ),
+    tracking_uri: str | None = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking URI (default: ./mlflow.db)."
+    ),
+    experiment: str = typer.Option(
+        "hybridroute-monitor", "--experiment", help="MLflow experiment name."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Is the auto-route precision still at least its target? From the log's audits."""
     from .._scrub import Scrubber
     from ..monitoring import monitor_log
     from ..records import open_log
+    from ..records._url import display_url
 
-    target, delta = _promise(router, target, delta)
+    target, delta, reference = _promise(router, target, delta)
     with open_log(log, create=False) as dl:
         try:
-            state = monitor_log(dl, target=target, delta=delta, router_version=router_version)
+            state = monitor_log(
+                dl,
+                target=target,
+                delta=delta,
+                router_version=router_version,
+                reference=reference,
+            )
         except ValueError as exc:
             raise InputError(str(exc), path=dl.where) from None
     scrub = Scrubber()
+    run_id = None
+    if track:
+        from ..tracking import Tracker, log_monitor
+
+        tracker = Tracker(tracking_uri, experiment=experiment, scrubber=scrub)
+        run_id = log_monitor(tracker, state, log=display_url(log))
+        if tracker.warning:
+            typer.echo(f"warning: {scrub.text(tracker.warning)}", err=True)
+        state = {**state, "mlflow_run_id": run_id}
     if as_json:
         typer.echo(scrub.json(state, indent=2))
         return
@@ -210,29 +235,42 @@ def monitor_cmd(
     if state["breach"] is not None:
         b = state["breach"]
         typer.echo(f"breach detected at label {b['labels']} ({b['at'] or 'time not recorded'})")
+    if state["shift"] is not None:
+        sh = state["shift"]
+        typer.echo(
+            f"traffic shift    predicted-label mix {sh['total_variation']:.4f} total variation "
+            f"from calibration; out-of-scope share {sh['oos_live']:.4f} live vs "
+            f"{sh['oos_reference']:.4f} calibrated ({sh['n_live']} decisions)"
+        )
+    if run_id:
+        typer.echo(f"mlflow run {run_id}")
 
 
-def _promise(router: Path | None, target: float | None, delta: float | None) -> tuple[float, float]:
-    """The (target, delta) to watch: the bundle's policy, or the options."""
+def _promise(
+    router: Path | None, target: float | None, delta: float | None
+) -> tuple[float, float, dict[str, Any] | None]:
+    """The (target, delta) to watch and the calibration mix: the bundle's policy, or the
+    options (no mix)."""
     if router is not None:
         if target is not None or delta is not None:
             raise InputError("give --router or --target/--delta, not both", path="--router")
         from ..router import load_router
 
-        guarantee = (load_router(router).policy.to_dict().get("guarantee")) or {}
+        policy = load_router(router).policy
+        guarantee = policy.guarantee
         t, d = guarantee.get("target"), guarantee.get("delta")
         if t is None or d is None:
             raise InputError(
                 "the router's policy promises no precision target; give --target and --delta",
                 path=str(router),
             )
-        return float(t), float(d)
+        return float(t), float(d), policy.calibration_data
     if target is None or delta is None:
         raise InputError("give --router BUNDLE, or both --target and --delta", path="--target")
     for name, v in (("--target", target), ("--delta", delta)):
         if not 0 < v < 1:
             raise InputError(f"must be between 0 and 1, got {v}", path=name)
-    return target, delta
+    return target, delta, None
 
 
 def register(app: typer.Typer) -> None:

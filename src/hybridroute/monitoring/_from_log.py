@@ -20,7 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._monitor import PrecisionMonitor
+from ..contracts import ReasonCode
+from ._monitor import PrecisionMonitor, traffic_shift
+
+OUT_OF_SCOPE = ReasonCode.OUT_OF_SCOPE.value
 
 __all__ = ["monitor_log"]
 
@@ -38,6 +41,7 @@ def monitor_log(
     delta: float,
     router_version: str | None = None,
     window: int = 100,
+    reference: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The monitor's state for one router version of ``log``.
 
@@ -53,6 +57,11 @@ def monitor_log(
         (an error when there are several).
     window : int, default 100
         The span of the breach test's recent-label bets (see :class:`PrecisionMonitor`).
+    reference : mapping, optional
+        The calibration data the policy records (``policy.calibration_data``: its
+        ``label_counts`` and ``out_of_scope_label``). Given, the result's ``shift`` is
+        :func:`traffic_shift` of the version's live model-stage decisions (predicted labels,
+        out-of-scope abstentions as the out-of-scope label) against it; otherwise ``None``.
 
     Returns
     -------
@@ -60,7 +69,7 @@ def monitor_log(
         :meth:`PrecisionMonitor.to_dict` (``status``, ``labels``, ``precision`` ->
         ``{estimate, lower, upper}``, ``target``, ``delta``, ``breach``) plus
         ``router_version``, ``audited`` (decisions selected for audit), ``pending``
-        (audited, no audit outcome yet) and ``conflicting_outcomes``.
+        (audited, no audit outcome yet), ``conflicting_outcomes`` and ``shift``.
 
     Raises
     ------
@@ -70,7 +79,15 @@ def monitor_log(
     """
     audited: dict[str, dict[str, Any]] = {}
     versions: set[str] = set()
+    counts = reference.get("label_counts") if reference is not None else None
+    oos_label = str((reference or {}).get("out_of_scope_label") or "out_of_scope")
+    predicted: dict[str, dict[str, int]] = {}  # version -> predicted label -> count
     for row in log.rows(router_version=router_version, role="live"):
+        if counts and row.get("stage") == "model":
+            label = oos_label if row.get("reason_code") == OUT_OF_SCOPE else row.get("label")
+            if label is not None:
+                mix = predicted.setdefault(str(row["router_version"]), {})
+                mix[str(label)] = mix.get(str(label), 0) + 1
         if row.get("audited") == 1:
             audited[row["decision_id"]] = row
             versions.add(str(row["router_version"]))
@@ -106,8 +123,16 @@ def monitor_log(
     if corrects:
         monitor.update_many(corrects, weights, times=times)
     out = monitor.to_dict()
+    version = next(iter(versions)) if router_version is None else router_version
+    live_mix = predicted.get(version)
+    shift = (
+        traffic_shift(counts, live_mix, out_of_scope=oos_label).to_dict()
+        if counts and live_mix
+        else None
+    )
     out.update(
-        router_version=next(iter(versions)) if router_version is None else router_version,
+        router_version=version,
+        shift=shift,
         audited=len(audited),
         pending=len(audited) - len(seen),
         conflicting_outcomes=conflicts,

@@ -65,7 +65,11 @@ def compute(service: Any, live: Any) -> dict[str, Any]:
     log = open_log(config.log, sensitive_fields=config.sensitive_facts, salt=config.salt)
     try:
         state = monitor_log(
-            log, target=float(target), delta=float(delta), router_version=live.version
+            log,
+            target=float(target),
+            delta=float(delta),
+            router_version=live.version,
+            reference=live.router.policy.calibration_data,
         )
     except ValueError as exc:  # no audited decision of this version (yet)
         return {**base, "status": "unavailable", "reason": str(exc)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._logged import LoggedRouter, load_router_model, log_router_run, router_spark_udf
-from ._runs import log_evaluation
+from ._runs import log_evaluation, log_monitor
 from ._tracker import Tracker, code_revision, default_tracking_uri
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "default_tracking_uri",
     "load_router_model",
     "log_evaluation",
+    "log_monitor",
     "log_router_model",
     "log_router_run",
     "router_spark_udf",

@@ -8,7 +8,7 @@ from typing import Any
 
 from ._tracker import Tracker, code_revision
 
-__all__ = ["log_evaluation"]
+__all__ = ["MONITOR_STATUS_CODES", "log_evaluation", "log_monitor"]
 
 
 def log_evaluation(
@@ -86,4 +86,66 @@ def log_evaluation(
             tracker.log_artifact(policy_path, "policy")
         if router_bundle is not None:
             tracker.log_router_model(router_bundle)
+        return run_id
+
+
+#: The monitor's states as numbers (a metric can be plotted over runs; a tag cannot).
+MONITOR_STATUS_CODES = {"insufficient": 0, "holding": 1, "certified_online": 2, "breach": 3}
+
+
+def log_monitor(
+    tracker: Tracker, state: Mapping[str, Any], *, log: str | None = None
+) -> str | None:
+    """Log one reading of the live guarantee (:func:`hybridroute.monitoring.monitor_log`).
+
+    One run per reading, named after the router version: metrics ``labels``,
+    ``precision_estimate`` / ``precision_lower`` / ``precision_upper`` (the anytime-valid
+    bounds), ``target``, ``delta``, ``audited``, ``pending``, ``status_code``
+    (:data:`MONITOR_STATUS_CODES`) and, with a calibration mix, ``shift_total_variation`` and
+    ``shift_oos_difference``; tags ``hybridroute.monitor.status`` and
+    ``hybridroute.router_version``; the whole state as ``monitor/state.json``.
+
+    Parameters
+    ----------
+    tracker : Tracker
+        Where the run goes.
+    state : mapping
+        The monitor's state.
+    log : str, optional
+        The decision log it was read from (a display URL, without a password).
+
+    Returns
+    -------
+    str or None
+        The run id; ``None`` when tracking is off or unreachable.
+    """
+    p = state.get("precision") or {}
+    metrics = {
+        "labels": state.get("labels"),
+        "precision_estimate": p.get("estimate"),
+        "precision_lower": p.get("lower"),
+        "precision_upper": p.get("upper"),
+        "target": state.get("target"),
+        "delta": state.get("delta"),
+        "audited": state.get("audited"),
+        "pending": state.get("pending"),
+        "status_code": MONITOR_STATUS_CODES.get(str(state.get("status"))),
+    }
+    shift = state.get("shift")
+    if shift:
+        metrics["shift_total_variation"] = shift.get("total_variation")
+        metrics["shift_oos_difference"] = shift.get("oos_difference")
+    tags = {
+        "hybridroute.code_revision": code_revision(),
+        "hybridroute.monitor.status": str(state.get("status")),
+        "hybridroute.router_version": str(state.get("router_version")),
+    }
+    name = f"monitor {state.get('router_version')}"
+    with tracker.run(name, tags=tags) as run_id:
+        if run_id is None:
+            return None
+        if log is not None:
+            tracker.log_params({"log": log})
+        tracker.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
+        tracker.log_dict(dict(state), "monitor/state.json")
         return run_id
