@@ -24,6 +24,17 @@ from ..contracts import ReasonCode
 from ._monitor import PrecisionMonitor, traffic_shift
 
 OUT_OF_SCOPE = ReasonCode.OUT_OF_SCOPE.value
+#: The decision columns the monitor reads (besides ``seq``).
+_READ = (
+    "decision_id",
+    "router_version",
+    "stage",
+    "reason_code",
+    "label",
+    "selected_destination",
+    "audit_p",
+    "audited",
+)
 
 __all__ = ["monitor_log"]
 
@@ -82,7 +93,9 @@ def monitor_log(
     counts = reference.get("label_counts") if reference is not None else None
     oos_label = str((reference or {}).get("out_of_scope_label") or "out_of_scope")
     predicted: dict[str, dict[str, int]] = {}  # version -> predicted label -> count
-    for row in log.rows(router_version=router_version, role="live"):
+    # only the columns needed, records left unparsed: a service recomputes this often
+    for values in log._columns(_READ, router_version=router_version, role="live"):
+        row = dict(zip(("seq", *_READ), values, strict=True))
         if counts and row.get("stage") == "model":
             label = oos_label if row.get("reason_code") == OUT_OF_SCOPE else row.get("label")
             if label is not None:
