@@ -97,8 +97,9 @@ PUBLIC_NAMES = {
     "service": "ServiceConfig create_app".split(),
     "client": "AsyncRouterClient RetrySettings RouteResult RouterClient".split(),
     "monitoring": """
-        BettingConfidenceSequence MONITOR_STATES PrecisionMonitor Recalibration TrafficShift
-        labels_to_certify monitor_log recalibrate_from_log repeated_clopper_pearson traffic_shift
+        BettingConfidenceSequence MONITOR_STATES PrecisionMonitor PromotionReport Recalibration
+        TrafficShift labels_to_certify monitor_log promotion_gate recalibrate_from_log
+        repeated_clopper_pearson traffic_shift
     """.split(),
     "router": """
         HybridRouter load_router router_node save_router

@@ -47,6 +47,7 @@ _COMMAND_MODULES = (
     "_bench",
     "_demo",
     "_serve",
+    "_promote",
 )
 
 
@@ -86,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hybridroute`` console script."""
     command = typer.main.get_command(app)
     try:
-        command.main(
+        code = command.main(
             args=list(argv) if argv is not None else None,
             prog_name="hybridroute",
             standalone_mode=False,
@@ -106,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             exc.show()
             return int(exit_code)
         raise
-    return 0
+    # standalone_mode=False: click returns the code of a typer.Exit(n) instead of raising it
+    return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

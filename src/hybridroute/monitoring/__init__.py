@@ -16,6 +16,10 @@
 * :func:`recalibrate_from_log` / :class:`Recalibration` -- a router's threshold refitted on
   its own audited decisions (what ``hybridroute calibrate --from-log`` writes), with what
   that certifies and what it cannot.
+* :func:`promotion_gate` / :class:`PromotionReport` -- may a candidate router version replace
+  the incumbent? Disagreement (shadow or replay), the candidate's auto-route precision on the
+  audited window with exact bounds, a paired test on a labelled set, rules never silently
+  weakened (what ``hybridroute promote`` prints).
 * :func:`repeated_clopper_pearson` -- the naive baseline (an exact interval recomputed at
   every label), kept for benchmarks that show why it must not be used to monitor.
 
@@ -33,16 +37,19 @@ from ._monitor import (
     labels_to_certify,
     traffic_shift,
 )
+from ._promote import PromotionReport, promotion_gate
 from ._recalibrate import Recalibration, recalibrate_from_log
 
 __all__ = [
     "MONITOR_STATES",
     "BettingConfidenceSequence",
     "PrecisionMonitor",
+    "PromotionReport",
     "Recalibration",
     "TrafficShift",
     "labels_to_certify",
     "monitor_log",
+    "promotion_gate",
     "recalibrate_from_log",
     "repeated_clopper_pearson",
     "traffic_shift",
