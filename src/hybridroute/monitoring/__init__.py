@@ -6,9 +6,10 @@
 * :class:`PrecisionMonitor` -- the live guarantee: states ``insufficient``, ``holding``,
   ``certified_online`` and ``breach`` from audited outcomes, safe to read after every label.
   ``breach`` comes from a one-sided betting test that bets on recent labels only
-  (``hybridroute.monitoring._confseq.BettingDropTest``): it finds a drop within a few dozen
-  labels however long the stream was healthy, and on any stream whose precision stays at or
-  above the target at every label it fires with probability at most ``delta``.
+  (``hybridroute.monitoring._confseq.BettingDropTest``): a large drop is found within about
+  a hundred labels (a small one takes longer, and longer after a long healthy phase near
+  the target), and on any stream whose precision stays at or above the target at every label
+  it fires with probability at most ``delta``.
 * :func:`traffic_shift` / :class:`TrafficShift` -- how far live traffic's predicted-label
   mix and out-of-scope share moved from a reference (calibration) mix.
 * :func:`monitor_log` -- that state for one router version of a decision log, from its

@@ -51,7 +51,7 @@ def monitor_log(
     target: float,
     delta: float,
     router_version: str | None = None,
-    window: int = 100,
+    window: int = 200,
     reference: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The monitor's state for one router version of ``log``.
@@ -66,7 +66,7 @@ def monitor_log(
     router_version : str, optional
         The router version to watch. ``None``: the one version with audited decisions
         (an error when there are several).
-    window : int, default 100
+    window : int, default 200
         The span of the breach test's recent-label bets (see :class:`PrecisionMonitor`).
     reference : mapping, optional
         The calibration data the policy records (``policy.calibration_data``: its

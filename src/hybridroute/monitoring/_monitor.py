@@ -105,8 +105,10 @@ class PrecisionMonitor:
       ``certified_online``;
     * a :class:`~hybridroute.monitoring._confseq.BettingDropTest` of ``H0: the precision
       is at least target at every label`` (the monitor's :attr:`detector_`), which bets
-      only on *recent* labels (span ``window``) and so finds a drop a few dozen labels
-      after it happens however long the stream was healthy before: ``breach``.
+      only on *recent* labels (span ``window``), so a large drop is found within about a
+      hundred labels of the change however long the stream was healthy before (a small
+      one, or one after a long healthy phase close to the target, takes longer; see
+      :class:`~hybridroute.monitoring._confseq.BettingDropTest`): ``breach``.
 
     States:
 
@@ -153,9 +155,11 @@ class PrecisionMonitor:
         the computed minimum applies when it is larger.
     grid : int, default 1000
         Resolution of the confidence sequence.
-    window : int, default 100
+    window : int, default 200
         Span, in labels, of the recent averages the drop test bets from: smaller finds a
-        large drop sooner and bets more noisily (the ``delta`` bound holds for any value).
+        large drop sooner and bets more noisily, which slows the detection of a small drop
+        (the ``delta`` bound holds for any value; the default is justified in
+        :class:`~hybridroute.monitoring._confseq.BettingDropTest`).
 
     Attributes
     ----------
@@ -186,7 +190,7 @@ class PrecisionMonitor:
         *,
         min_labels: int | None = None,
         grid: int = 1000,
-        window: int = 100,
+        window: int = 200,
     ) -> None:
         self.target = _check_target(target)
         self.delta = _check_delta(delta)
