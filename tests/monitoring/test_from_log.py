@@ -121,7 +121,7 @@ def test_the_shift_compares_live_predicted_labels_with_the_calibration_mix(tmp_p
             Decision(
                 router="r",
                 router_version="1",
-                stage="model",
+                stage="policy",
                 input_snapshot={"facts": {"n": i}, "text": f"other {i}"},
                 allowed_destinations=("billing", "human_review"),
                 selected_destination="human_review",

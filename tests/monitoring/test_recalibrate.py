@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from hybridroute.calibration import CertifiedPrecisionThreshold, Policy
+from hybridroute.calibration import Policy
 from hybridroute.cli import main
 from hybridroute.contracts import Decision
 from hybridroute.monitoring import recalibrate_from_log

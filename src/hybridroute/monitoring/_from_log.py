@@ -71,8 +71,9 @@ def monitor_log(
     reference : mapping, optional
         The calibration data the policy records (``policy.calibration_data``: its
         ``label_counts`` and ``out_of_scope_label``). Given, the result's ``shift`` is
-        :func:`traffic_shift` of the version's live model-stage decisions (predicted labels,
-        out-of-scope abstentions as the out-of-scope label) against it; otherwise ``None``.
+        :func:`traffic_shift` of the version's live classified decisions (stages ``model``
+        and ``policy``: predicted labels, out-of-scope decisions as the out-of-scope label)
+        against it; otherwise ``None``.
 
     Returns
     -------
@@ -96,7 +97,8 @@ def monitor_log(
     # only the columns needed, records left unparsed: a service recomputes this often
     for values in log._columns(_READ, router_version=router_version, role="live"):
         row = dict(zip(("seq", *_READ), values, strict=True))
-        if counts and row.get("stage") == "model":
+        # every decision the classifier ranked: auto-routed (model) or held back (policy)
+        if counts and row.get("stage") in ("model", "policy"):
             label = oos_label if row.get("reason_code") == OUT_OF_SCOPE else row.get("label")
             if label is not None:
                 mix = predicted.setdefault(str(row["router_version"]), {})

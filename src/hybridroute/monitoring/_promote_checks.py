@@ -518,6 +518,11 @@ def _precision_check(
         f"candidate auto-route precision {_num(bounds['estimate'])}, bounds "
         f"[{_num(lower)}, {_num(upper)}] at delta {delta:g}, target {target:g}"
     )
+    if calibration_window is not None and calibration_window.get("excluded"):
+        said += (
+            f" (on the {n} logged input(s) outside its calibration window, seq "
+            f"{calibration_window.get('first_seq')}..{calibration_window.get('last_seq')})"
+        )
     if lower is not None and lower >= target:
         return GateCheck("precision", "pass", f"{said}: the lower bound reaches it", figures)
     if upper is not None and upper < target:
