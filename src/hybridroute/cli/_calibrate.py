@@ -192,8 +192,8 @@ def calibrate(
             as_json=as_json,
         )
         return
-    for flag, value in (("--dataset", dataset), ("--model", model)):
-        if value is None:
+    for flag, needed in (("--dataset", dataset), ("--model", model)):
+        if needed is None:
             raise click.BadParameter(
                 "is required (or --from-log with --router to refit from a decision log)",
                 param_hint=flag,
@@ -201,14 +201,14 @@ def calibrate(
     assert dataset is not None and model is not None
     if delta is None:
         delta = 0.05
-    for flag, value in (
+    for flag, log_only in (
         ("--router", router),
         ("--router-version", router_version),
         ("--version", version),
         ("--since", since),
         ("--until", until),
     ):
-        if value is not None:
+        if log_only is not None:
             raise click.BadParameter("only goes with --from-log", param_hint=flag)
     from ..calibration import fit_policy, load_evidence_labels
     from ..classifiers import load_classifier

@@ -125,9 +125,10 @@ def monitor_log(
     times: list[str | None] = []
     conflicts = 0
     for outcome in log.outcomes():
-        row = audited.get(outcome["decision_id"])
-        if outcome.get("source") != "audit" or row is None:
+        labelled = audited.get(outcome["decision_id"])
+        if outcome.get("source") != "audit" or labelled is None:
             continue
+        row = labelled
         if outcome["decision_id"] in seen:
             conflicts += 1
             continue
