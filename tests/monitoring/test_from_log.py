@@ -27,10 +27,20 @@ def _decision(i: int, version: str = "1") -> Decision:
     )
 
 
-def _log(tmp_path, n: int, precision_of, *, rate: float = 1.0, versions=("1",)) -> str:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend_url(request, tmp_path):
+    """An empty decision log on each backend: a SQLite file, a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'log.sqlite'}"
+    return request.getfixturevalue("postgres_db_url")
+
+
+def _log(
+    tmp_path, n: int, precision_of, *, rate: float = 1.0, versions=("1",), url: str | None = None
+) -> str:
     """A log of ``n`` auto-routed decisions per version, all audited at ``rate``, each
     given an audit outcome: correct with the probability ``precision_of(i)``."""
-    url = f"sqlite:///{tmp_path / 'log.sqlite'}"
+    url = url or f"sqlite:///{tmp_path / 'log.sqlite'}"
     rng = np.random.default_rng(0)
     with open_log(url, audit=AuditSampler(rate, "test-key")) as log:
         for version in versions:
@@ -113,8 +123,8 @@ def test_the_cli_prints_the_state_and_refuses_mistakes(tmp_path, capsys):
         assert message in capsys.readouterr().err
 
 
-def test_the_shift_compares_live_predicted_labels_with_the_calibration_mix(tmp_path):
-    url = _log(tmp_path, 200, lambda i: 1.0)
+def test_the_shift_compares_live_predicted_labels_with_the_calibration_mix(tmp_path, backend_url):
+    url = _log(tmp_path, 200, lambda i: 1.0, url=backend_url)
     with open_log(url) as log:
         # besides the 200 'billing' decisions: 50 out-of-scope abstentions
         oos = [

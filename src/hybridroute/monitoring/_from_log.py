@@ -28,8 +28,6 @@ OUT_OF_SCOPE = ReasonCode.OUT_OF_SCOPE.value
 _READ = (
     "decision_id",
     "router_version",
-    "stage",
-    "reason_code",
     "label",
     "selected_destination",
     "audit_p",
@@ -43,6 +41,20 @@ def _correct(outcome: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
     if outcome.get("gold_next_step") is not None:
         return bool(outcome["gold_next_step"] == row["selected_destination"])
     return bool(outcome.get("gold_intent") == row["label"])
+
+
+def _label_mix(log: Any, version: str, oos_label: str) -> dict[str, int]:
+    """Predicted labels of the version's live classified decisions (stages ``model`` and
+    ``policy``), out-of-scope decisions as ``oos_label``; counted by the database."""
+    mix: dict[str, int] = {}
+    rows = log._counts(
+        ("label", "reason_code"), router_version=version, role="live", stages=("model", "policy")
+    )
+    for label, reason, n in rows:
+        key = oos_label if reason == OUT_OF_SCOPE else label
+        if key is not None:
+            mix[str(key)] = mix.get(str(key), 0) + int(n)
+    return mix
 
 
 def monitor_log(
@@ -93,19 +105,12 @@ def monitor_log(
     versions: set[str] = set()
     counts = reference.get("label_counts") if reference is not None else None
     oos_label = str((reference or {}).get("out_of_scope_label") or "out_of_scope")
-    predicted: dict[str, dict[str, int]] = {}  # version -> predicted label -> count
-    # only the columns needed, records left unparsed: a service recomputes this often
-    for values in log._columns(_READ, router_version=router_version, role="live"):
+    # only the audited rows and only the columns needed, records left unparsed: a service
+    # recomputes this often
+    for values in log._columns(_READ, router_version=router_version, role="live", audited=True):
         row = dict(zip(("seq", *_READ), values, strict=True))
-        # every decision the classifier ranked: auto-routed (model) or held back (policy)
-        if counts and row.get("stage") in ("model", "policy"):
-            label = oos_label if row.get("reason_code") == OUT_OF_SCOPE else row.get("label")
-            if label is not None:
-                mix = predicted.setdefault(str(row["router_version"]), {})
-                mix[str(label)] = mix.get(str(label), 0) + 1
-        if row.get("audited") == 1:
-            audited[row["decision_id"]] = row
-            versions.add(str(row["router_version"]))
+        audited[row["decision_id"]] = row
+        versions.add(str(row["router_version"]))
     if router_version is None and len(versions) > 1:
         raise ValueError(
             f"the log holds audited decisions of router versions {sorted(versions)}; "
@@ -140,7 +145,7 @@ def monitor_log(
         monitor.update_many(corrects, weights, times=times)
     out = monitor.to_dict()
     version = next(iter(versions)) if router_version is None else router_version
-    live_mix = predicted.get(version)
+    live_mix = _label_mix(log, version, oos_label) if counts else None
     shift = (
         traffic_shift(counts, live_mix, out_of_scope=oos_label).to_dict()
         if counts and live_mix

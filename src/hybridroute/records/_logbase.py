@@ -595,11 +595,15 @@ class LogBase:
         router_version: str | None = None,
         role: str | None = None,
         with_id: bool = False,
+        audited: bool = False,
     ) -> Iterator[tuple[Any, ...]]:
-        """Rows of ``columns`` in log order, read a page at a time (``seq`` first)."""
+        """Rows of ``columns`` in log order, read a page at a time (``seq`` first); only
+        rows with a request id / only audited rows when asked."""
         clauses, args = self._where(router_version, role)
         if with_id:
             clauses.append("item_id IS NOT NULL")
+        if audited:
+            clauses.append("audited = 1")
         clauses.append("seq > ?")
         sql = (
             f"SELECT seq, {', '.join(columns)} FROM {self._table} WHERE "
@@ -612,6 +616,26 @@ class LogBase:
             if len(page) < _PAGE:
                 return
             last = page[-1][0]
+
+    def _counts(
+        self,
+        columns: Sequence[str],
+        *,
+        router_version: str | None,
+        role: str | None,
+        stages: Sequence[str],
+    ) -> list[tuple[Any, ...]]:
+        """``(*columns, count)`` per distinct value of ``columns`` among the rows of these
+        stages, counted by the database (the monitor's label mix)."""
+        clauses, args = self._where(router_version, role)
+        clauses.append(f"stage IN ({', '.join('?' for _ in stages)})")
+        args.extend(stages)
+        cols = ", ".join(columns)
+        sql = (
+            f"SELECT {cols}, COUNT(*) FROM {self._table} WHERE {' AND '.join(clauses)} "
+            f"GROUP BY {cols}"
+        )
+        return self._query(sql, args)
 
     def rows(
         self, *, router_version: str | None = None, role: str | None = None
