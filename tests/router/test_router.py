@@ -456,3 +456,24 @@ def test_the_log_line_carries_no_credential(rules, empirical_policy_factory, cap
     r.route({}, "hello")
     (rec,) = _causes_logged(caplog)
     assert key not in rec.getMessage() and "[REDACTED]" in rec.getMessage()
+
+
+def test_with_policy_shares_the_parts_under_a_new_version(router, local_clf, support):
+    from hybridroute.calibration import CertifiedPrecisionThreshold, Policy
+
+    from .conftest import fitted_policy
+
+    stricter = fitted_policy(local_clf, support, CertifiedPrecisionThreshold(0.95, 0.1))
+    other = router.with_policy(stricter, version="2")
+    assert other.version == "2" and router.version != "2"
+    assert other.policy is stricter and router.policy is not stricter
+    assert other.rules is router.rules and other.classifier is router.classifier
+    assert other.destinations == router.destinations and other.name == router.name
+    assert (other.oos_label, other.fallback_destination) == (
+        router.oos_label,
+        router.fallback_destination,
+    )
+    fewer = stricter.to_dict()
+    fewer["classes"] = fewer["classes"][:-1]
+    with pytest.raises(RuleSetError, match="another label set"):
+        router.with_policy(Policy(fewer), version="3")

@@ -104,7 +104,7 @@ def _worse_bundle(incumbent: Path, out: Path) -> Path:
     """The incumbent with an uncertified, much lower threshold (empirical at 0.5)."""
     from hybridroute.calibration import EmpiricalThreshold, Policy
     from hybridroute.datasets import load_dataset
-    from hybridroute.router import HybridRouter, load_router, save_router
+    from hybridroute.router import load_router, save_router
 
     inc = load_router(incumbent)
     cal = load_dataset("support-tickets").split("calibration")
@@ -121,17 +121,7 @@ def _worse_bundle(incumbent: Path, out: Path) -> Path:
         objective="empirical",
         model_fingerprint=inc.classifier.fingerprint(),
     )
-    worse = HybridRouter(
-        rules=inc.rules,
-        classifier=inc.classifier,
-        policy=policy,
-        destinations=inc.destinations,
-        name=inc.name,
-        version="worse",
-        oos_label=inc.oos_label,
-        oos_destination=inc.oos_destination,
-        fallback_destination=inc.fallback_destination,
-    )
+    worse = inc.with_policy(policy, version="worse")
     return save_router(worse, out)
 
 

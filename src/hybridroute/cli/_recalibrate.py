@@ -42,7 +42,7 @@ def recalibrate_cmd(
     from ..monitoring import recalibrate_from_log
     from ..records import open_log
     from ..records._url import display_url
-    from ..router import HybridRouter, load_router, save_router
+    from ..router import load_router, save_router
 
     if router is None:
         raise UserInputError("--from-log needs --router BUNDLE (the bundle that logged them)")
@@ -73,18 +73,7 @@ def recalibrate_cmd(
         raise UserInputError(
             f"--version {new_version!r} is the incumbent's; a recalibrated bundle needs its own"
         )
-    candidate = HybridRouter(
-        rules=incumbent.rules,
-        classifier=incumbent.classifier,
-        policy=result.policy,
-        destinations=incumbent.destinations,
-        name=incumbent.name,
-        version=new_version,
-        oos_label=incumbent.oos_label,
-        oos_destination=incumbent.oos_destination,
-        fallback_destination=incumbent.fallback_destination,
-        strict=incumbent.strict,
-    )
+    candidate = incumbent.with_policy(result.policy, version=new_version)
     save_router(candidate, out)
     report.update(out=str(out), version=new_version, incumbent_version=incumbent.version)
     scrub = Scrubber()

@@ -607,6 +607,25 @@ class HybridRouter:
 
         return save_router(self, path, overwrite=overwrite)
 
+    def with_policy(self, policy: Any, *, version: str) -> HybridRouter:
+        """This router with another policy, as version ``version`` (a new router).
+
+        The rules, classifier, destination map and exits are shared; the policy must fit
+        the same classifier (label set and model binding are checked as at construction).
+        """
+        return type(self)(
+            rules=self.rules,
+            classifier=self.classifier,
+            policy=policy,
+            destinations=self.destinations,
+            name=self.name,
+            version=version,
+            oos_label=self.oos_label,
+            oos_destination=self.oos_destination,
+            fallback_destination=self.fallback_destination,
+            strict=self.strict,
+        )
+
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, strict: bool = False) -> HybridRouter:
         """Load a router bundle (see :func:`load_router`)."""
