@@ -54,10 +54,11 @@ def test_public_names_are_pinned():
 PUBLIC_NAMES = {
     "calibration": """
         CertifiedPrecisionThreshold CostThreshold CoverageThreshold EmpiricalThreshold
-        EvidenceItem EvidenceResult EvidenceThresholds IsotonicCalibration LabelMixDeparture
-        MarginThreshold OutOfScopeThreshold POLICY_FORMAT POLICY_FORMAT_VERSION
-        PerClassThreshold Policy PolicyOutcome ReliabilityDiagram RiskCoverageCurve
-        TemperatureScaling ThreeWayThreshold ThresholdFitter aurc brier_score check_evidence
+        EvidenceItem EvidenceResult EvidenceThresholds FallbackPrecisionThreshold
+        IsotonicCalibration LabelFreeStartThreshold LabelMixDeparture MarginThreshold
+        OutOfScopeThreshold POLICY_FORMAT POLICY_FORMAT_VERSION PerClassThreshold Policy
+        PolicyOutcome ReliabilityDiagram RiskCoverageCurve TemperatureScaling
+        ThreeWayThreshold ThresholdFitter aurc brier_score check_evidence
         clopper_pearson_lower clopper_pearson_upper coverage_at excess_aurc
         expected_calibration_error fit_policy label_mix_departure load_evidence_labels
         negative_log_likelihood planned_calibration_size precision_at precision_p_value

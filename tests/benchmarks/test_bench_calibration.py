@@ -15,6 +15,9 @@ if str(ROOT / "benchmarks") not in sys.path:
 
 import bench_calibration as bc  # noqa: E402
 
+#: today's fitter alone (the frontier and matched rows are about it)
+CERTIFIED = {"certified": bc.OURS["certified"]}
+
 
 def _row(mapie_viol: float, ladder: dict[float, tuple[float, float]]) -> dict:
     row = {"mapie": {"coverage": 0.5, "violation_rate": mapie_viol}}
@@ -43,9 +46,9 @@ def test_evaluate_on_synthetic_scores() -> None:
     rng = np.random.default_rng(0)
     conf = rng.uniform(0.3, 1.0, 2000)
     correct = rng.uniform(size=2000) < conf  # calibrated by construction
-    res = bc.evaluate(conf, correct, resplits=2)
-    assert set(res) == {f"{t:.2f}" for t in bc.TARGETS}
-    for row in res.values():
+    res = bc.evaluate(conf, correct, resplits=2, ours=CERTIFIED, mapie_methods=("mapie",))
+    assert set(res) == {f"{t:.2f}" for t in bc.TARGETS} | {"rows", "calibration_size"}
+    for row in (res[f"{t:.2f}"] for t in bc.TARGETS):
         # the literal 0.8 covers the same share whatever the target
         assert row["fixed_0.8"]["coverage"] == pytest.approx(np.mean(conf >= 0.8), abs=0.03)
         for m in ("certified", "mapie", "empirical", "certified@0.001"):
@@ -122,8 +125,8 @@ def test_frontier_matches_every_mapie_delta(capsys: pytest.CaptureFixture[str]) 
     rng = np.random.default_rng(1)
     conf = rng.uniform(0.3, 1.0, 2000)
     correct = rng.uniform(size=2000) < conf
-    res = bc.evaluate(conf, correct, resplits=2)
-    for row in res.values():
+    res = bc.evaluate(conf, correct, resplits=2, ours=CERTIFIED, mapie_methods=("mapie",))
+    for row in (res[f"{t:.2f}"] for t in bc.TARGETS):
         assert [p["mapie_delta"] for p in row["frontier"]] == list(bc.MAPIE_DELTAS)
         at_default = next(p for p in row["frontier"] if p["mapie_delta"] == bc.DELTA)
         assert at_default["delta"] == row["matched"]["delta"]
@@ -133,8 +136,19 @@ def test_frontier_matches_every_mapie_delta(capsys: pytest.CaptureFixture[str]) 
             assert p["mapie_violation_rate"] == row[name]["violation_rate"]
             assert p["mapie_coverage"] == row[name]["coverage"]
     # the tables print from the results alone (what --show does with a saved --json run)
-    saved = json.loads(json.dumps({"mapie_version": "x", "resplits": 2, "banking77": res}))
+    saved = json.loads(
+        json.dumps(
+            {
+                "mapie_version": "x",
+                "resplits": 2,
+                "ours": ["certified"],
+                "mapie_methods": ["mapie"],
+                "banking77": res,
+            }
+        )
+    )
     saved["clinc150"] = saved["banking77"]
     bc.print_tables(saved)
     out = capsys.readouterr().out
-    assert out.count("banking77    0.95") == 2 + len(bc.MAPIE_DELTAS)
+    # per method (fixed, empirical, certified, mapie) and one best-MAPIE line per MAPIE delta
+    assert out.count(f"{'banking77':21s} {0.95:6.2f}") == 4 + len(bc.MAPIE_DELTAS)

@@ -18,7 +18,9 @@ from hybridroute.calibration import (
     CoverageThreshold,
     EmpiricalThreshold,
     EvidenceThresholds,
+    FallbackPrecisionThreshold,
     IsotonicCalibration,
+    LabelFreeStartThreshold,
     MarginThreshold,
     OutOfScopeThreshold,
     PerClassThreshold,
@@ -53,6 +55,16 @@ CASES = {
         SCORES,
     ),
     "EmpiricalThreshold": (lambda: EmpiricalThreshold(target=0.9), SCORES),
+    "FallbackPrecisionThreshold": (
+        lambda: FallbackPrecisionThreshold(
+            target=0.9, delta=0.1, n_starts=2, weights=[3.0, 1.0], grid=[0.5, 0.9]
+        ),
+        SCORES,
+    ),
+    "LabelFreeStartThreshold": (
+        lambda: LabelFreeStartThreshold(target=0.9, delta=0.1, grid=[0.5, 0.9]),
+        SCORES,
+    ),
     "CoverageThreshold": (lambda: CoverageThreshold(coverage=0.6, delta=0.1), SCORES),
     "CostThreshold": (
         lambda: CostThreshold(cost_misroute=5.0, cost_ask_user=None, cost_human_review=2.0),

@@ -2,7 +2,9 @@
 
 * Probability calibration -- :class:`TemperatureScaling`, :class:`IsotonicCalibration`.
 * Threshold control, one class per technique, each fitted on ``(scores, correct)`` from a
-  calibration split -- :class:`CertifiedPrecisionThreshold` (finite-sample guarantee),
+  calibration split -- :class:`CertifiedPrecisionThreshold`,
+  :class:`FallbackPrecisionThreshold` and :class:`LabelFreeStartThreshold` (finite-sample
+  guarantees; three ways of spending delta along a fixed sequence),
   :class:`EmpiricalThreshold` (no guarantee; for experiments), :class:`CoverageThreshold`,
   :class:`CostThreshold`, :class:`PerClassThreshold`, :class:`MarginThreshold`,
   :class:`OutOfScopeThreshold`, :class:`ThreeWayThreshold`.
@@ -67,6 +69,7 @@ from ._precision import (
     MarginThreshold,
     ThresholdFitter,
 )
+from ._precision_fallback import FallbackPrecisionThreshold, LabelFreeStartThreshold
 from ._temperature import TemperatureScaling
 from ._three_way import ThreeWayThreshold
 
@@ -80,7 +83,9 @@ __all__ = [
     "EvidenceItem",
     "EvidenceResult",
     "EvidenceThresholds",
+    "FallbackPrecisionThreshold",
     "IsotonicCalibration",
+    "LabelFreeStartThreshold",
     "LabelMixDeparture",
     "MarginThreshold",
     "OutOfScopeThreshold",

@@ -223,44 +223,165 @@ def planned_calibration_size(
     coverage = check_fraction(coverage, "coverage", open_high=False)
     if expected_precision <= target:
         return None
+    return _planned_sizes(target, delta, [expected_precision], [coverage], max_size)[0]
+
+
+def _planned_sizes(
+    target: float,
+    delta: float,
+    precisions: Any,
+    coverages: Any,
+    max_size: int = 10**7,
+) -> list[int | None]:
+    """:func:`planned_calibration_size` for many operating points at once (inputs validated).
+
+    For ``m`` accepted items the error count expected is ``e(m) = floor(rate * m)`` (rate =
+    1 - precision), and ``m`` certifies exactly when ``m >= N[e(m)]``, where ``N[e]`` is
+    :func:`required_calibration_size` with ``errors=e``: for a fixed error count the
+    p-value falls as ``m`` grows. So the answer lies in the first stretch of constant ``e``
+    whose last size reaches ``N[e]``, at ``max(stretch start, N[e])``. ``N`` is one table
+    per (target, delta) for the first :data:`_TABLE_ERRORS` counts, computed vectorised and
+    memoised. Like the scalar search before it, a size is only returned when some power of
+    two up to ``max_size`` certifies (the bracket), and it is the smallest certifying size
+    below it.
+    """
+    return _planned(target, delta, precisions, coverages, max_size, best_only=False)
+
+
+def _smallest_planned_size(
+    target: float, delta: float, precisions: Any, coverages: Any, max_size: int = 10**7
+) -> int | None:
+    """``min`` of :func:`_planned_sizes` (``None`` if none), skipping hopeless points.
+
+    A point whose answer is not in the table has no certifying size in the table's
+    stretches, so its size exceeds the end of the last one: when that lower bound already
+    reaches the best size found, its exact (slow) search is skipped. The minimum is exact.
+    """
+    sizes = _planned(target, delta, precisions, coverages, max_size, best_only=True)
+    found = [x for x in sizes if x is not None]
+    return min(found) if found else None
+
+
+def _planned(
+    target: float,
+    delta: float,
+    precisions: Any,
+    coverages: Any,
+    max_size: int,
+    *,
+    best_only: bool,
+) -> list[int | None]:
     q = 1.0 - target
-    rate = 1.0 - expected_precision
-
-    def ok(m: Any) -> Any:
-        m = np.asarray(m)
-        return stats.binom.cdf(np.floor(rate * m + 1e-9), m, q) <= delta
-
-    # The floor makes the p-value saw-toothed in m, but for a fixed error count e it falls
-    # as m grows. So walk the stretches of constant e: the first stretch whose *last* size
-    # certifies holds the answer (no size in an earlier stretch can), and bisection inside
-    # that stretch finds the smallest one. Bracket by doubling first.
-    # the first power of two that certifies, all tested in one vectorised call (scipy's
-    # per-call overhead, not the arithmetic, is what a scalar loop pays for)
+    p = np.asarray(precisions, dtype=float)
+    cov = np.asarray(coverages, dtype=float)
+    out: list[int | None] = [None] * len(p)
+    live = np.flatnonzero(p > target)
+    if live.size == 0:
+        return out
+    rate = 1.0 - p[live]
     powers = 2 ** np.arange(0, max(1, int(max_size).bit_length()), dtype=np.int64)
     powers = powers[powers <= max_size]
-    certifies = np.flatnonzero(ok(powers))
-    if certifies.size == 0:
-        return None
-    hi = int(powers[certifies[0]])
-    m = _smallest_certifying(ok, rate, hi)
-    return math.ceil(m / coverage)
+    errors = _errors_at(rate[:, None], powers[None, :])
+    certifies = stats.binom.cdf(errors, powers[None, :], q) <= delta
+    bracketed = np.flatnonzero(certifies.any(axis=1))
+    if bracketed.size == 0:
+        return out
+    hi = powers[certifies.argmax(axis=1)]
+    e_hi = _errors_at(rate, hi).astype(np.int64)
+    top = min(int(e_hi[bracketed].max()) + 1, _TABLE_ERRORS)
+    table = _error_minimums(target, delta, _power_of_two(top))
+    deferred: list[tuple[int, int]] = []
+    for j in bracketed:
+        m, bound = _smallest_certifying(float(rate[j]), int(hi[j]), int(e_hi[j]), table)
+        if m is not None:
+            out[int(live[j])] = math.ceil(m / float(cov[live[j]]))
+        else:
+            deferred.append((int(j), math.ceil(bound / float(cov[live[j]]))))
+    for i, lower in deferred:
+        found = [x for x in out if x is not None]
+        if best_only and found and lower >= min(found):
+            continue  # its size is at least `lower`: it cannot be the smallest
+        m = _smallest_certifying_scan(float(rate[i]), int(hi[i]), q, delta)
+        out[int(live[i])] = math.ceil(m / float(cov[live[i]]))
+    return out
 
 
-def _errors_at(rate: float, m: Any) -> Any:
+#: Error counts looked up in the memoised table; beyond them (a precision a hair above
+#: target, millions of items) the stretches are bisected one point at a time.
+_TABLE_ERRORS = 4096
+
+
+def _errors_at(rate: Any, m: Any) -> Any:
     return np.floor(rate * np.asarray(m, dtype=float) + 1e-9)
 
 
-def _smallest_certifying(ok: Any, rate: float, hi: int) -> int:
-    """Smallest ``m <= hi`` with ``ok(m)``, given ``ok(hi)``; ``ok`` falls within a stretch."""
+def _smallest_certifying(
+    rate: float, hi: int, e_hi: int, table: np.ndarray
+) -> tuple[int | None, int]:
+    """Smallest ``m <= hi`` that certifies at ``rate`` (``hi`` does), from the table.
+
+    Returns ``(m, 0)``, or ``(None, lower)`` when the answer lies beyond the table's error
+    counts: then no size up to ``lower - 1`` (the end of the last tabled stretch) certifies.
+    """
+    if rate == 0.0:
+        return int(table[0]), 0
+    e = np.arange(min(e_hi + 1, len(table)), dtype=float)
+    # last size of stretch e: the largest m with floor(rate * m + 1e-9) == e
+    ends = np.ceil((e + 1 - 1e-9) / rate).astype(np.int64) - 1
+    ends = np.where(_errors_at(rate, ends) > e, ends - 1, ends)  # float slack, both ways
+    ends = np.where(_errors_at(rate, ends + 1) <= e, ends + 1, ends)
+    ends = np.minimum(ends, hi)
+    hits = np.flatnonzero(table[: len(e)] <= ends)
+    if hits.size == 0:
+        return None, int(ends[-1]) + 1
+    first = int(hits[0])
+    start = int(ends[first - 1]) + 1 if first else 1
+    return max(start, int(table[first])), 0
+
+
+def _power_of_two(k: int) -> int:
+    return 1 << max(0, k - 1).bit_length()
+
+
+@lru_cache(maxsize=64)
+def _error_minimums(target: float, delta: float, size: int) -> np.ndarray:
+    """``N[e]`` for ``e < size``: the smallest ``n`` with ``P(Bin(n, 1 - target) <= e) <= delta``.
+
+    The same predicate and search as :func:`_required_size` (double, then bisect), run for
+    every error count at once.
+    """
+    q = 1.0 - target
+    e = np.arange(size, dtype=float)
+    lo = np.arange(size, dtype=np.int64)  # n = e never certifies (all could be errors)
+    hi = lo + 1
+    ok = stats.binom.cdf(e, hi, q) <= delta
+    while not ok.all():
+        if hi.max() > 10**12:  # pragma: no cover - only for absurd targets
+            raise ValueError("no calibration size up to 1e12 certifies this target")
+        lo = np.where(ok, lo, hi)
+        hi = np.where(ok, hi, hi * 2)
+        ok = ok | (stats.binom.cdf(e, hi, q) <= delta)
+    while np.any(hi - lo > 1):
+        mid = (lo + hi) // 2
+        good = stats.binom.cdf(e, mid, q) <= delta
+        hi = np.where(good, mid, hi)
+        lo = np.where(good, lo, mid)
+    hi.setflags(write=False)
+    return hi
+
+
+def _smallest_certifying_scan(rate: float, hi: int, q: float, delta: float) -> int:
+    """Smallest ``m <= hi`` that certifies at ``rate`` (``hi`` does), without the table."""
+
+    def ok(m: Any) -> Any:
+        m = np.asarray(m)
+        return stats.binom.cdf(_errors_at(rate, m), m, q) <= delta
+
     e = np.arange(int(_errors_at(rate, hi)) + 1, dtype=float)
-    if rate > 0.0:
-        # last size of stretch e: the largest m with floor(rate * m + 1e-9) == e
-        ends = np.ceil((e + 1 - 1e-9) / rate).astype(np.int64) - 1
-        ends = np.where(_errors_at(rate, ends) > e, ends - 1, ends)  # float slack, both ways
-        ends = np.where(_errors_at(rate, ends + 1) <= e, ends + 1, ends)
-        ends = np.minimum(ends, hi)
-    else:
-        ends = np.array([hi])
+    ends = np.ceil((e + 1 - 1e-9) / rate).astype(np.int64) - 1
+    ends = np.where(_errors_at(rate, ends) > e, ends - 1, ends)  # float slack, both ways
+    ends = np.where(_errors_at(rate, ends + 1) <= e, ends + 1, ends)
+    ends = np.minimum(ends, hi)
     first = int(np.flatnonzero(ok(ends))[0])  # ok(hi) holds, so the last end certifies
     lo, end = (int(ends[first - 1]) if first else 0), int(ends[first])
     # every size in (lo, end] has the same error count, so ok is false then true there:

@@ -34,8 +34,8 @@ class PerClassThreshold(_Estimator):
         The fitter cloned for each group (e.g. :class:`CertifiedPrecisionThreshold`).
     min_class_size : int or None, default None
         Items needed to fit a class alone. ``None`` derives it from a certifying base:
-        twice the smallest accepted count that can be certified with zero errors (a class
-        below that could only be certified by luck).
+        twice the smallest accepted count it can certify with zero errors (its first
+        start; a class below that could only be certified by luck).
     simultaneous : bool, default False
         Split ``delta`` among groups so every group's guarantee holds at once.
 
@@ -70,10 +70,12 @@ class PerClassThreshold(_Estimator):
                     f"min_class_size must be a positive integer, got {self.min_class_size!r}"
                 )
             return int(self.min_class_size)
+        certifiable = getattr(self.base, "_certifiable_count", None)
+        if certifiable is not None:
+            return 2 * int(certifiable())
         params = self.base.get_params(deep=False)
         if "target" in params and "delta" in params:
-            level = float(params["delta"]) / int(params.get("n_starts", 1) or 1)
-            return 2 * required_calibration_size(float(params["target"]), level)
+            return 2 * required_calibration_size(float(params["target"]), float(params["delta"]))
         raise ValueError(
             f"min_class_size must be given for a {type(self.base).__name__} base "
             "(it has no target and delta to derive it from)"

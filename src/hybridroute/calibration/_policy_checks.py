@@ -20,7 +20,8 @@ from scipy import stats
 from .._integrity import is_sha256_hex
 from ..exceptions import ArtifactError
 from ._base import ASK_USER, HUMAN_REVIEW
-from ._bounds import clopper_pearson_lower, precision_p_value
+from ._bounds import clopper_pearson_lower, precision_p_value, required_calibration_size
+from ._precision_fallback import fallback_starts
 
 __all__ = [
     "POLICY_FORMAT",
@@ -198,16 +199,21 @@ _ONE_UP = math.nextafter(1.0, 2.0)
 # to the last bit on one machine; the slack only absorbs scipy versions.
 _RATIO_TOL = 1e-12
 _BOUND_TOL = 1e-9
-# The name fit_policy writes for each objective -> the method of the fit it records.
+# The name fit_policy writes for each objective -> the methods of the fit it may record
+# (a precision objective fitted before round two records certified_precision).
+_PRECISION_METHODS = ("certified_precision", "fallback_precision", "label_free_start")
 _OBJECTIVE_METHODS = {
-    "precision": "certified_precision",
-    "empirical": "empirical",
-    "coverage": "coverage",
-    "cost": "cost",
-    "three-way": "three_way",
-    "oos": "certified_precision",
+    "precision": _PRECISION_METHODS,
+    "empirical": ("empirical",),
+    "coverage": ("coverage",),
+    "cost": ("cost",),
+    "three-way": ("three_way",),
+    "oos": _PRECISION_METHODS,
 }
 _CERTIFYING = ("certified_precision", "certified_margin")
+# Fitters whose certificate is reached along a sequence with recorded starts and levels.
+_SEQUENCES = ("fallback_precision", "label_free_start")
+_LEVEL_TOL = 1e-12
 
 
 class _Contradiction(Exception):
@@ -297,6 +303,8 @@ def _check_fit(fit: Any, field: str) -> None:
     _ensure(isinstance(certified, bool), f"{field}.certified", "must be true or false")
     if method in _CERTIFYING:
         _check_certified(fit, field)
+    elif method in _SEQUENCES:
+        _check_sequence(fit, field)
     elif method == "empirical":
         _ensure(not certified, f"{field}.certified", "an empirical threshold certifies nothing")
         target = fit.get("target")
@@ -377,14 +385,7 @@ def _check_fit(fit: Any, field: str) -> None:
 
 def _check_certified(fit: Any, field: str) -> None:
     """A certified-precision (or margin) fit: the bound and the certificate from the counts."""
-    params = fit.get("params")
-    _ensure(isinstance(params, dict), f"{field}.params", "must be an object")
-    target, delta = fit.get("target"), fit.get("delta")
-    for key, value in (("target", target), ("delta", delta)):
-        _ensure(
-            _is_num(value) and 0.0 < value < 1.0, f"{field}.{key}", f"{value!r} is not in (0, 1)"
-        )
-        _same(params.get(key), value, f"{field}.params.{key}", field)
+    target, delta, params = _target_delta(fit, field)
     n_starts = params.get("n_starts")
     _ensure(
         isinstance(n_starts, int) and not isinstance(n_starts, bool) and n_starts >= 1,
@@ -393,15 +394,28 @@ def _check_certified(fit: Any, field: str) -> None:
     )
     level = delta / n_starts
     certified = fit["certified"]
-    threshold, bound = fit.get("threshold"), fit.get("bound")
+    threshold = fit.get("threshold")
     _, accepted, errors = _accepted(fit, field)
     if not certified:
-        _ensure(threshold is None, f"{field}.threshold", "must be null when not certified")
-        _ensure(accepted == 0, f"{field}.coverage", "must be 0 when not certified")
-        _ensure(bound is None, f"{field}.bound", "must be null when not certified")
+        _no_certificate(fit, field, accepted, ("threshold", "bound"))
         return
     _ensure(threshold is not None, f"{field}.threshold", "a certified threshold is a number")
     _ensure(accepted > 0, f"{field}.coverage", "a certified threshold accepts some items")
+    _certificate(fit, field, target, level, accepted, errors)
+
+
+def _no_certificate(fit: Any, field: str, accepted: int, empty: tuple[str, ...]) -> None:
+    """An uncertified fit routes nothing and records no bound."""
+    _ensure(accepted == 0, f"{field}.coverage", "must be 0 when not certified")
+    for key in empty:
+        _ensure(fit.get(key) is None, f"{field}.{key}", "must be null when not certified")
+
+
+def _certificate(
+    fit: Any, field: str, target: float, level: float, accepted: int, errors: int
+) -> None:
+    """The recorded counts certify ``target`` at ``level`` and give the recorded bound."""
+    bound = fit.get("bound")
     p_value = float(precision_p_value(errors, accepted, target))
     _ensure(
         p_value <= level,
@@ -421,6 +435,96 @@ def _check_certified(fit: Any, field: str) -> None:
         f"{field}.bound",
         f"{bound!r} is below the target {target!r}, so the fit certifies nothing",
     )
+
+
+def _target_delta(fit: Any, field: str) -> tuple[float, float, Any]:
+    params = fit.get("params")
+    _ensure(isinstance(params, dict), f"{field}.params", "must be an object")
+    target, delta = fit.get("target"), fit.get("delta")
+    for key, value in (("target", target), ("delta", delta)):
+        _ensure(
+            _is_num(value) and 0.0 < value < 1.0, f"{field}.{key}", f"{value!r} is not in (0, 1)"
+        )
+        _same(params.get(key), value, f"{field}.params.{key}", field)
+    return float(target), float(delta), params
+
+
+def _check_sequence(fit: Any, field: str) -> None:
+    """A label-free-start or fallback fit: starts, weights and level from the record.
+
+    The starts are recomputed from ``(target, delta, calibration_size)`` and the recorded
+    settings (no labels enter them); the level must be one the procedure can reach at the
+    threshold's accepted count -- ``delta`` times the weights of a run of consecutive starts
+    ending at the last start at or below that count -- and the counts must certify there.
+    """
+    target, delta, params = _target_delta(fit, field)
+    n, accepted, errors = _accepted(fit, field)
+    weights, counts = fit.get("weights"), fit.get("start_counts")
+    _ensure(
+        isinstance(weights, list) and len(weights) >= 1 and all(_is_num(w) for w in weights),
+        f"{field}.weights",
+        "must be a non-empty list of numbers",
+    )
+    _ensure(
+        isinstance(counts, list) and all(isinstance(c, int) for c in counts),
+        f"{field}.start_counts",
+        "must be a list of counts",
+    )
+    if fit["method"] == "label_free_start":
+        want_w, want_c = [1.0], [required_calibration_size(target, delta)]
+    else:
+        n_starts = params.get("n_starts")
+        _ensure(
+            n_starts == "auto"
+            or (isinstance(n_starts, int) and not isinstance(n_starts, bool) and n_starts >= 1),
+            f"{field}.params.n_starts",
+            f"{n_starts!r} is neither a positive integer nor 'auto'",
+        )
+        # weights=None is recorded in params (equal weights); custom weights are not plain
+        # values, so the record's own list stands for them, checked to be a split of delta
+        custom = None if "weights" in params and params["weights"] is None else weights
+        if custom is not None:
+            _ensure(
+                all(w > 0 for w in weights) and abs(math.fsum(weights) - 1.0) <= _LEVEL_TOL,
+                f"{field}.weights",
+                f"{weights!r} are not positive shares of delta summing to 1",
+            )
+        try:
+            want_w, want_c = fallback_starts(target, delta, n, n_starts, custom)
+        except ValueError as exc:
+            raise _Contradiction(f"{field}.weights", str(exc)) from None
+    _ensure(
+        len(weights) == len(want_w)
+        and all(abs(a - b) <= _LEVEL_TOL for a, b in zip(weights, want_w, strict=True)),
+        f"{field}.weights",
+        f"{weights!r} are not the weights its settings give ({want_w!r})",
+    )
+    _same(counts, want_c, f"{field}.start_counts", f"{field}'s settings")
+    certified = fit["certified"]
+    threshold, level = fit.get("threshold"), fit.get("level")
+    if not certified:
+        _no_certificate(fit, field, accepted, ("threshold", "bound", "level"))
+        return
+    _ensure(threshold is not None, f"{field}.threshold", "a certified threshold is a number")
+    _ensure(
+        accepted >= counts[0],
+        f"{field}.coverage",
+        f"{accepted} accepted items are fewer than the first start's {counts[0]}",
+    )
+    last = sum(1 for c in counts if c <= accepted) - 1
+    reachable = []
+    for first in range(last + 1):
+        lv = 0.0
+        for w in weights[first : last + 1]:
+            lv += w * delta
+        reachable.append(lv)
+    _ensure(
+        _is_num(level) and any(abs(level - lv) <= _LEVEL_TOL * delta for lv in reachable),
+        f"{field}.level",
+        f"{level!r} is not a level the sequence reaches at {accepted} accepted items "
+        f"({', '.join(f'{lv:.6g}' for lv in reachable)})",
+    )
+    _certificate(fit, field, target, level, accepted, errors)
 
 
 def _check_coverage(fit: Any, field: str) -> None:
@@ -565,11 +669,11 @@ def _consistency(doc: Any) -> None:
     _check_fit(fit, "objective.fit")
     name = doc["objective"].get("name")
     if name in _OBJECTIVE_METHODS:
-        _same(
-            fit.get("method"),
-            _OBJECTIVE_METHODS[name],
+        _ensure(
+            fit.get("method") in _OBJECTIVE_METHODS[name],
             "objective.fit.method",
-            f"objective {name!r}",
+            f"{fit.get('method')!r} is not a method objective {name!r} fits with "
+            f"({', '.join(_OBJECTIVE_METHODS[name])})",
         )
     if name == "oos":
         _ensure(

@@ -23,8 +23,8 @@ from ._base import (
     same_length,
 )
 from ._bounds import (
+    _smallest_planned_size,
     clopper_pearson_lower,
-    planned_calibration_size,
     precision_p_value,
     required_calibration_size,
 )
@@ -107,6 +107,34 @@ class ThresholdFitter(_Estimator):
                 else math.nan
             )
         self.n_calibration_ = curve.n
+
+    def _record_certificate(
+        self,
+        curve: _Curve,
+        best: int | None,
+        level: float,
+        target: float,
+        plan: tuple[float, int],
+    ) -> None:
+        """The fitted state of a certifying fit whose lowest certified candidate is ``best``.
+
+        ``level`` is the level ``best`` was certified at (its bound's); ``plan`` is the level
+        and zero-error minimum the "why not" text plans with when nothing was certified.
+        """
+        self.reason_: str | None = None
+        self.required_size_: int | None = None
+        self._set_common(curve, best)
+        if best is None:
+            self.certified_ = False
+            self.bound_ = math.nan
+            self.reason_, self.required_size_ = _why_not(curve, target, *plan)
+        else:
+            self.certified_ = True
+            self.bound_ = float(
+                clopper_pearson_lower(
+                    curve.accepted[best] - curve.errors[best], curve.accepted[best], level
+                )
+            )
 
     def _validate(self, scores: Any, correct: Any) -> tuple[np.ndarray, np.ndarray]:
         s = as_scores(scores)
@@ -252,9 +280,7 @@ class CertifiedPrecisionThreshold(ThresholdFitter):
         """Fit on calibration scores and correctness flags; returns ``self``."""
         target = check_fraction(self.target, "target")
         delta = check_fraction(self.delta, "delta")
-        if int(self.n_starts) != self.n_starts or self.n_starts < 1:
-            raise ValueError(f"n_starts must be a positive integer, got {self.n_starts!r}")
-        k = int(self.n_starts)
+        k = self._n_starts()
         s, c = self._validate(scores, correct)
         curve = _Curve.build(s, c) if self.grid is None else _Curve.on_grid(s, c, self.grid)
         level = delta / k
@@ -272,21 +298,19 @@ class CertifiedPrecisionThreshold(ThresholdFitter):
                 best = last
         self.p_values_ = pvals
         self.level_ = level
-        self.reason_: str | None = None
-        self.required_size_: int | None = None
-        self._set_common(curve, best)
-        if best is None:
-            self.certified_ = False
-            self.bound_ = math.nan
-            self.reason_, self.required_size_ = _why_not(curve, target, level, n_min)
-        else:
-            self.certified_ = True
-            self.bound_ = float(
-                clopper_pearson_lower(
-                    curve.accepted[best] - curve.errors[best], curve.accepted[best], level
-                )
-            )
+        self._record_certificate(curve, best, level, target, (level, n_min))
         return self
+
+    def _n_starts(self) -> int:
+        if int(self.n_starts) != self.n_starts or self.n_starts < 1:
+            raise ValueError(f"n_starts must be a positive integer, got {self.n_starts!r}")
+        return int(self.n_starts)
+
+    def _certifiable_count(self) -> int:
+        """Fewest accepted items a zero-error calibration set could certify (the first start)."""
+        target = check_fraction(self.target, "target")
+        delta = check_fraction(self.delta, "delta")
+        return required_calibration_size(target, delta / self._n_starts())
 
     def _extra_summary(self) -> dict[str, Any]:
         return {
@@ -333,12 +357,7 @@ def _why_not(curve: _Curve, target: float, level: float, n_min: int) -> tuple[st
     best_size: int | None = None
     if candidates.size:
         pick = candidates[np.unique(np.linspace(0, candidates.size - 1, 40).astype(int))]
-        for i in pick:
-            size = planned_calibration_size(
-                target, level, float(prec[i]), coverage=float(curve.accepted[i] / n)
-            )
-            if size is not None and (best_size is None or size < best_size):
-                best_size = size
+        best_size = _smallest_planned_size(target, level, prec[pick], curve.accepted[pick] / n)
     top = float(np.nanmax(prec)) if np.any(curve.accepted > 0) else math.nan
     if best_size is None:
         return (
