@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -254,3 +255,23 @@ def test_readme_tables_are_markdown_from_the_saved_results(small_run) -> None:
     for i, ln in enumerate(lines):
         if ln.startswith("|---"):  # a separator has as many columns as its header
             assert ln.count("|") == lines[i - 1].count("|")
+
+
+def test_the_committed_run_shows_and_covers_the_issue() -> None:
+    """The README's tables come from this file: ``--show`` and ``--readme`` read it."""
+    doc = json.loads(bc.COMMITTED.read_text())
+    assert doc["mapie_methods"] == list(bc.MAPIE_METHODS)
+    for name in (*bc.PUBLIC_SETS, "synthetic-stress"):
+        for t in bc.TARGETS:
+            assert len(doc[name][f"{t:.2f}"]["best"]) == len(bc.MAPIE_DELTAS)
+    assert set(doc["sizes"]) >= {"resplits", *bc.PUBLIC_SETS}
+    for name in bc.PUBLIC_SETS:
+        assert sorted(map(int, doc["sizes"][name])) == list(bc.SIZES)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_calibration.py"), "--show"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert "best MAPIE method" in out and "calibration sizes" in out

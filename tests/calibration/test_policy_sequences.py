@@ -149,16 +149,16 @@ TAMPERING = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(FITTERS))
 @pytest.mark.parametrize("case", sorted(TAMPERING))
-def test_a_tampered_record_is_refused(scored, tmp_path, name, case) -> None:
+def test_a_tampered_record_is_refused(scored, tmp_path, case) -> None:
     edit, match = TAMPERING[case]
-    p, doc = _saved(scored, tmp_path, name)
-    edit(doc)
-    _write(p, _rehash(doc))
-    with pytest.raises(ArtifactError, match=match) as info:
-        Policy.load(p)
-    assert str(p) in str(info.value)
+    for name in sorted(FITTERS):
+        p, doc = _saved(scored, tmp_path, name)
+        edit(doc)
+        _write(p, _rehash(doc))
+        with pytest.raises(ArtifactError, match=match) as info:
+            Policy.load(p)
+        assert str(p) in str(info.value), name
 
 
 @pytest.mark.parametrize(
