@@ -14,18 +14,21 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 from hybridroute.records import open_log
 
 BATCH = 20
-SURVIVOR_BATCHES = 60
+#: batches the survivor commits after the kill before it is told to stop
+AFTER_KILL = 10
 
 WRITER = r"""
 import sys
 from hybridroute.contracts import Decision
 from hybridroute.records import open_log
 
-url, tag, batches, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+import os
+url, tag, stop, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 def decision(i):
     return Decision(router="r", router_version="1", stage="rule",
@@ -33,12 +36,14 @@ def decision(i):
                     selected_destination="fail", reason_code="default_exit")
 
 with open_log(url) as log:
-    for b in range(batches):
+    b = 0
+    while not os.path.exists(stop):  # runs until told to stop (or killed)
         own = [(decision(k), f"{tag}-{b}-{k}", "live") for k in range(size)]
         shared = [(decision(k), f"both-{b}-{k}", "live") for k in range(3)]  # both write these
         out = log.log_many(own + shared)
         assert not any(r.duplicate for r in out[:size])
         print(f"committed {b}", flush=True)
+        b += 1
 print("done", flush=True)
 """
 
@@ -62,22 +67,34 @@ class Lines:
             *done, self.buf = self.buf.split(b"\n")
             self.lines += [d.decode() for d in done]
 
+    def drain(self, timeout: float = 30) -> None:
+        """Read to the end of the stream of a process that has exited."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            before = (len(self.lines), self.buf)
+            self.pump(0.2)
+            if (len(self.lines), self.buf) == before:  # EOF, or nothing more within 0.2 s
+                return
+
     def committed(self) -> list[int]:
         return [int(x.split()[1]) for x in self.lines if x.startswith("committed ")]
 
 
-def spawn(url: str, tag: str, batches: int) -> subprocess.Popen:
+def spawn(url: str, tag: str, stop: Path) -> subprocess.Popen:
+    """A writer committing batches until ``stop`` exists; neither can finish on its own, so
+    a slow start of one (a loaded machine) cannot end the race before the kill."""
     return subprocess.Popen(
-        [sys.executable, "-c", WRITER, url, tag, str(batches), str(BATCH)],
+        [sys.executable, "-c", WRITER, url, tag, str(stop), str(BATCH)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
 
 
-def test_sigkill_of_one_of_two_writers_loses_no_committed_batch(log_url):
+def test_sigkill_of_one_of_two_writers_loses_no_committed_batch(log_url, tmp_path):
     open_log(log_url).close()  # the tables exist before the race
-    victim = spawn(log_url, "v", 1_000_000)  # runs until killed
-    survivor = spawn(log_url, "s", SURVIVOR_BATCHES)
+    stop = tmp_path / "stop"
+    victim = spawn(log_url, "v", tmp_path / "never")  # runs until killed
+    survivor = spawn(log_url, "s", stop)
     out_v, out_s = Lines(victim), Lines(survivor)
     deadline = time.monotonic() + 60
     try:
@@ -91,10 +108,16 @@ def test_sigkill_of_one_of_two_writers_loses_no_committed_batch(log_url):
             out_s.pump(0.2)
         os.kill(victim.pid, signal.SIGKILL)
         victim.wait(timeout=30)
+        at_kill = len(out_s.committed())
+        while len(out_s.committed()) < at_kill + AFTER_KILL:  # it goes on writing
+            assert survivor.poll() is None, survivor.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "the survivor stopped writing after the kill"
+            out_s.pump(0.2)
+        stop.touch()
         while survivor.poll() is None:
             assert time.monotonic() < deadline, "the survivor did not finish"
             out_s.pump(0.2)
-        out_s.pump(0.5)
+        out_s.drain()
         _, err = survivor.communicate(timeout=30)
         assert survivor.returncode == 0, err.decode()[-3000:]
     finally:
@@ -126,10 +149,12 @@ def test_sigkill_of_one_of_two_writers_loses_no_committed_batch(log_url):
     assert all(states[b] == "whole" for b in reported_v)  # every reported commit is there
     # at most the batch in flight when it was killed was committed unreported
     assert states[len(reported_v) + 1 :] == ["absent"] * (len(states) - len(reported_v) - 1)
-    assert out_s.committed() == list(range(SURVIVOR_BATCHES))
-    assert all(batch_state("s", b) == "whole" for b in range(SURVIVOR_BATCHES))
+    done_s = len(out_s.committed())
+    assert out_s.committed() == list(range(done_s)) and out_s.lines[-1] == "done"
+    assert all(batch_state("s", b) == "whole" for b in range(done_s))
+    assert not any(i.startswith(f"s-{done_s}-") for i in ids)  # nothing after its last batch
     # the ids both wrote: there once each, for every batch the survivor committed
-    assert all(f"both-{b}-{k}" in present for b in range(SURVIVOR_BATCHES) for k in range(3))
+    assert all(f"both-{b}-{k}" in present for b in range(done_s) for k in range(3))
 
 
 SAME_IDS = r"""
