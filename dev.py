@@ -2,7 +2,8 @@
 """One entry point for a fresh machine: creates or reuses ``.venv`` and runs a job in it.
 
     python3 dev.py demo     # the main job (``hybridroute demo``)
-    python3 dev.py test     # the test suite (fast suite + marked groups whose extras are installed)
+    python3 dev.py test     # the test suite (fast suite + marked groups whose extras are installed;
+                            # two pytest-xdist workers on a 2+ core machine, see _workers)
     python3 dev.py slow     # the long statistical checks (``pytest -m slow``)
     python3 dev.py bench    # the benchmark scripts
     python3 dev.py hr ARGS  # any ``hybridroute`` command inside the environment
@@ -100,6 +101,28 @@ def _env(job: str) -> dict[str, str]:
     return env
 
 
+def _workers(rest: list[str]) -> list[str]:
+    """pytest-xdist options for the suite: one worker per core, at most two, whole files to a
+    worker (a module's fixtures are built once); none when the caller chose (``-n``,
+    ``-p no:xdist``) or ``HYBRIDROUTE_TEST_WORKERS`` is 1 or less."""
+    pairs = [(a, rest[i + 1] if i + 1 < len(rest) else "") for i, a in enumerate(rest)]
+    chose = any(
+        a == "-n"
+        or a.startswith(("-n", "--numprocesses", "--dist"))
+        or (a == "-p" and "xdist" in b)
+        or (a.startswith("-p") and "xdist" in a)
+        for a, b in pairs
+    )
+    wanted = os.environ.get("HYBRIDROUTE_TEST_WORKERS", "").strip()
+    try:
+        n = int(wanted) if wanted else min(2, os.cpu_count() or 1)
+    except ValueError:
+        sys.exit(f"HYBRIDROUTE_TEST_WORKERS must be a whole number, got {wanted!r}")
+    if chose or n <= 1:
+        return []
+    return ["-n", str(n), "--dist", "loadfile"]
+
+
 def plan(job: str, rest: list[str]) -> tuple[list[object], Path | None] | None:
     """The command of ``job`` and where it runs (``None``: the caller's directory).
 
@@ -107,7 +130,7 @@ def plan(job: str, rest: list[str]) -> tuple[list[object], Path | None] | None:
     """
     hybridroute = BIN / "hybridroute"
     jobs: dict[str, tuple[list[object], Path | None]] = {
-        "test": ([PY, "-m", "pytest", "-q", *rest], ROOT),
+        "test": ([PY, "-m", "pytest", "-q", *_workers(rest), *rest], ROOT),
         "slow": ([PY, "-m", "pytest", "-q", "-m", "slow", *rest], ROOT),
         "demo": ([hybridroute, "demo", *rest], None),
         "bench": ([PY, "-m", "benchmarks", *rest], None),

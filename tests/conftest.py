@@ -4,6 +4,12 @@
   the extra and what it needs at run time are installed. Otherwise they are deselected
   and the run says so in its summary (never silently); with
   ``HYBRIDROUTE_REQUIRE_EXTRAS=1`` (set by CI) a missing extra is an error instead.
+* The browser test (``@pytest.mark.browser``) needs Debian's ``chromium`` and ``chromedriver``
+  (another place: ``HYBRIDROUTE_CHROMIUM`` / ``HYBRIDROUTE_CHROMEDRIVER``) and selenium; it is
+  reported the same way, and required by ``HYBRIDROUTE_REQUIRE_BROWSER=1`` (CI).
+* Under pytest-xdist (``dev.py test`` runs two workers) the workers hand their "NOT run"
+  lines to the controller, which prints them; a required part that is missing is an error
+  before any worker starts.
 * ``mlflow_server``: a real MLflow tracking server on 127.0.0.1, shared by several packages.
 * ``postgres_url`` / ``postgres_db_url`` / ``make_postgres_server``: a real PostgreSQL
   server (the system's ``initdb`` / ``pg_ctl``, e.g. Debian's ``postgresql`` package) in a
@@ -52,9 +58,23 @@ _EXTRAS = {
         "python3 dev.py test (it installs the postgres extra) with the PostgreSQL server "
         "installed (Debian: apt-get install postgresql)",
     ),
+    "browser": (
+        ("selenium",),
+        (),
+        "Debian: apt-get install chromium chromium-driver",
+    ),
 }
-# extra -> the environment variable that makes it required on its own
-_REQUIRE_ONE = {"postgres": "HYBRIDROUTE_REQUIRE_POSTGRES"}
+# extra -> the environment variables that make it required
+_REQUIRED_BY = {
+    "embeddings": ("HYBRIDROUTE_REQUIRE_EXTRAS",),
+    "spark": ("HYBRIDROUTE_REQUIRE_EXTRAS",),
+    "service": ("HYBRIDROUTE_REQUIRE_EXTRAS",),
+    "postgres": ("HYBRIDROUTE_REQUIRE_EXTRAS", "HYBRIDROUTE_REQUIRE_POSTGRES"),
+    "browser": ("HYBRIDROUTE_REQUIRE_BROWSER",),
+}
+#: Debian's chromium and its driver (the browser test drives them)
+CHROMIUM = os.environ.get("HYBRIDROUTE_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("HYBRIDROUTE_CHROMEDRIVER", "/usr/bin/chromedriver")
 _NOT_RUN: list[str] = []
 
 
@@ -64,7 +84,31 @@ def _missing(extra: str) -> list[str]:
     out += [p for p in programs if shutil.which(p) is None]
     if extra == "postgres" and _pg_bindir() is None:
         out.append("initdb/pg_ctl (the PostgreSQL server)")
+    if extra == "browser":
+        out += [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
     return out
+
+
+def _required(extra: str) -> list[str]:
+    return [f for f in _REQUIRED_BY[extra] if os.environ.get(f) == "1"]
+
+
+def _refuse(extra: str, flag: str, missing: list[str]) -> pytest.UsageError:
+    return pytest.UsageError(
+        f"the '{extra}' tests are required ({flag}=1) but {', '.join(missing)} is missing; "
+        f"to install: {_EXTRAS[extra][2]}"
+    )
+
+
+def pytest_configure(config):
+    # the main process of a pytest-xdist run never collects: a required part that is missing
+    # is refused here, with its message, instead of crashing the workers
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    for extra in _EXTRAS:
+        required, missing = _required(extra), _missing(extra)
+        if required and missing:
+            raise _refuse(extra, required[0], missing)
 
 
 def _pg_bindir() -> Path | None:
@@ -90,21 +134,30 @@ def pytest_collection_modifyitems(config, items):
         missing = _missing(extra)
         if not missing:
             continue
-        flags = ["HYBRIDROUTE_REQUIRE_EXTRAS"]
-        if extra in _REQUIRE_ONE:
-            flags.append(_REQUIRE_ONE[extra])
-        required = [f for f in flags if os.environ.get(f) == "1"]
+        required = _required(extra)
         if required:
-            raise pytest.UsageError(
-                f"the '{extra}' extra is required ({required[0]}=1) but "
-                f"{', '.join(missing)} is missing; install it with: {how}"
-            )
+            raise _refuse(extra, required[0], missing)
         items[:] = [item for item in items if extra not in item.keywords]
         config.hook.pytest_deselected(items=marked)
         _NOT_RUN.append(
-            f"{len(marked)} tests of the '{extra}' extra were NOT run ({', '.join(missing)} missing); "
-            f"run them with: {how}"
+            f"{len(marked)} test{'s' * (len(marked) != 1)} of the '{extra}' extra were NOT run "
+            f"({', '.join(missing)} missing); "
+            f"to run them: {how}"
         )
+
+
+def pytest_sessionfinish(session):
+    # a pytest-xdist worker hands its lines to the controller, which prints the summary
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["hybridroute_not_run"] = list(_NOT_RUN)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # pytest-xdist's controller: a worker finished
+    for line in getattr(node, "workeroutput", {}).get("hybridroute_not_run", []):
+        if line not in _NOT_RUN:  # every worker collects the whole suite: the same lines
+            _NOT_RUN.append(line)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -179,7 +179,8 @@ def test_set_up_output_goes_to_stderr(checkout, user_dir):
         ("slow", True, ["python", "-m", "pytest", "-q", "-m", "slow"]),
     ],
 )
-def test_each_job_runs_where_its_docstring_says(checkout, job, runs_in_checkout, head):
+def test_each_job_runs_where_its_docstring_says(checkout, monkeypatch, job, runs_in_checkout, head):
+    monkeypatch.setenv("HYBRIDROUTE_TEST_WORKERS", "1")  # the suite's workers: the next test
     module = _load(checkout / "dev.py")
     planned = module.plan(job, ["--x"])
     assert planned is not None
@@ -187,6 +188,41 @@ def test_each_job_runs_where_its_docstring_says(checkout, job, runs_in_checkout,
     assert [Path(str(c)).name if i == 0 else str(c) for i, c in enumerate(cmd)] == [*head, "--x"]
     assert cwd == (module.ROOT if runs_in_checkout else None)
     assert module.plan("nope", []) is None
+
+
+@pytest.mark.parametrize(
+    ("workers", "cpus", "rest", "added"),
+    [
+        ("", 2, [], ["-n", "2", "--dist", "loadfile"]),
+        ("", 16, ["tests/rules"], ["-n", "2", "--dist", "loadfile"]),  # at most two by default
+        ("", 1, [], []),  # one core: no workers
+        ("4", 2, [], ["-n", "4", "--dist", "loadfile"]),
+        ("1", 2, [], []),
+        ("", 2, ["-n", "3"], []),  # the caller chose
+        ("", 2, ["-n3"], []),
+        ("", 2, ["-p", "no:xdist"], []),
+        ("", 2, ["-pno:xdist"], []),
+        ("", 2, ["-p", "no:cacheprovider"], ["-n", "2", "--dist", "loadfile"]),  # not xdist's
+        ("", 2, ["--dist", "load"], []),
+    ],
+)
+def test_the_suite_runs_on_two_workers_unless_told_otherwise(
+    checkout, monkeypatch, workers, cpus, rest, added
+):
+    module = _load(checkout / "dev.py")
+    monkeypatch.setenv("HYBRIDROUTE_TEST_WORKERS", workers)
+    monkeypatch.setattr(module.os, "cpu_count", lambda: cpus)
+    cmd, _ = module.plan("test", rest)
+    assert [str(c) for c in cmd[1:]] == ["-m", "pytest", "-q", *added, *rest]
+    slow, _ = module.plan("slow", [])
+    assert "-n" not in [str(c) for c in slow]  # the slow group keeps one process
+
+
+def test_a_bad_worker_count_is_a_clear_exit(checkout, monkeypatch) -> None:
+    module = _load(checkout / "dev.py")
+    monkeypatch.setenv("HYBRIDROUTE_TEST_WORKERS", "two")
+    with pytest.raises(SystemExit, match="HYBRIDROUTE_TEST_WORKERS must be a whole number"):
+        module.plan("test", [])
 
 
 def test_bench_finds_the_benchmarks_from_any_directory(checkout, user_dir):

@@ -7,15 +7,14 @@
   fresh app on a SQLite log under ``tmp_path``.
 * ``serve_subprocess``: ``hybridroute serve`` as a real process on a free port.
 
-The browser test needs Debian's ``chromium`` and ``chromedriver``: without them it is
-deselected and the run's summary says it was NOT run, unless ``HYBRIDROUTE_REQUIRE_BROWSER=1``
-(CI), where a missing browser is an error.
+The browser test needs Debian's ``chromium`` and ``chromedriver``: the root conftest
+deselects it when they are missing and the run's summary says it was NOT run, unless
+``HYBRIDROUTE_REQUIRE_BROWSER=1`` (CI), where a missing browser is an error.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import socket
 import subprocess
@@ -29,47 +28,9 @@ from typing import Any
 
 import pytest
 
-#: Debian's chromium and its driver (another place: HYBRIDROUTE_CHROMIUM / _CHROMEDRIVER).
-CHROMIUM = os.environ.get("HYBRIDROUTE_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("HYBRIDROUTE_CHROMEDRIVER", "/usr/bin/chromedriver")
-_NOT_RUN: list[str] = []
-
-
-def browser_missing() -> list[str]:
-    """What the browser test lacks (empty: it can run)."""
-    out = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        out.append("selenium")
-    return out
-
-
-def pytest_collection_modifyitems(config, items):
-    marked = [item for item in items if "browser" in item.keywords]
-    if not marked:
-        return
-    missing = browser_missing()
-    if not missing:
-        return
-    if os.environ.get("HYBRIDROUTE_REQUIRE_BROWSER") == "1":
-        raise pytest.UsageError(
-            f"the browser test is required (HYBRIDROUTE_REQUIRE_BROWSER=1) but "
-            f"{', '.join(missing)} is missing; install Debian's chromium and chromium-driver"
-        )
-    items[:] = [item for item in items if "browser" not in item.keywords]
-    config.hook.pytest_deselected(items=marked)
-    _NOT_RUN.append(
-        f"{len(marked)} browser test(s) of the service were NOT run ({', '.join(missing)} "
-        "missing); install chromium and chromium-driver (apt-get install chromium "
-        "chromium-driver) to run them"
-    )
-
-
-def pytest_terminal_summary(terminalreporter):
-    for line in _NOT_RUN:
-        terminalreporter.write_line(line, yellow=True, bold=True)
-
+#: Debian's chromium and its driver; the root conftest deselects (or, with
+#: HYBRIDROUTE_REQUIRE_BROWSER=1, refuses) the browser test when they are missing
+from ..conftest import CHROMEDRIVER, CHROMIUM  # noqa: F401
 
 # --------------------------------------------------------------------------- bundles
 
