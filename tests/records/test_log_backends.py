@@ -287,3 +287,47 @@ def test_two_processes_creating_the_tables_at_once(postgres_db_url):
     assert errors == [] and len(logs) == 4
     for log in logs:
         log.close()
+
+
+@pytest.mark.postgres
+def test_a_call_blocked_by_a_lock_ends_at_the_statement_timeout(postgres_db_url):
+    """A write or read waiting on another session's lock is cancelled by the server after
+    ``statement_timeout_s``, with a clear error; the log works again once the lock is gone."""
+    import time
+
+    import psycopg
+
+    log = open_log(postgres_db_url, statement_timeout_s=1)
+    log.log_many([(decision(0), "before", "live")])
+    with psycopg.connect(postgres_db_url) as other:  # a transaction holding the table
+        other.execute("LOCK TABLE hybridroute_decisions IN ACCESS EXCLUSIVE MODE")
+        for call in (
+            lambda: log.log_many([(decision(1), "blocked", "live")]),
+            lambda: log.count(),
+        ):
+            t0 = time.monotonic()
+            with pytest.raises(ArtifactError, match="statement timeout") as info:
+                call()
+            assert time.monotonic() - t0 < 10
+            assert "hr_test_" in str(info.value)  # names the log
+        other.rollback()
+    out = log.log_many([(decision(2), "after", "live")])
+    assert [r.duplicate for r in out] == [False]
+    assert [r["item_id"] for r in log.rows()] == ["before", "after"]  # the blocked one: not
+    log.close()
+
+
+def test_the_timeouts_keep_what_the_url_sets() -> None:
+    from hybridroute.records._postgres import _timeouts
+
+    got = _timeouts({}, 60)
+    assert got["options"] == "-c statement_timeout=60000"
+    assert got["tcp_user_timeout"] == 60000 and got["keepalives"] == 1
+    got = _timeouts({"options": "-c search_path=x", "keepalives_idle": "5"}, 2.5)
+    assert got["options"] == "-c search_path=x -c statement_timeout=2500"
+    assert "keepalives_idle" not in got
+    assert "options" not in _timeouts({"options": "-c statement_timeout=0"}, 60)
+    assert _timeouts({}, None) == {}
+    for bad in (0, -1, "10", float("nan")):
+        with pytest.raises(ValueError, match="statement_timeout_s must be > 0 or None"):
+            _timeouts({}, bad)

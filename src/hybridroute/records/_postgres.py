@@ -111,6 +111,29 @@ def _driver() -> Any:
     return psycopg
 
 
+def _timeouts(params: dict[str, Any], statement_timeout_s: float | None) -> dict[str, Any]:
+    """libpq parameters bounding a call: the server's ``statement_timeout`` and, over TCP,
+    keepalives and ``tcp_user_timeout`` (each kept when the URL sets it)."""
+    if statement_timeout_s is None:
+        return {}
+    if not (isinstance(statement_timeout_s, int | float) and statement_timeout_s > 0):
+        raise ValueError(f"statement_timeout_s must be > 0 or None, got {statement_timeout_s!r}")
+    ms = max(1, int(statement_timeout_s * 1000))
+    out: dict[str, Any] = {}
+    options = str(params.get("options") or "")
+    if "statement_timeout" not in options:
+        out["options"] = f"{options} -c statement_timeout={ms}".strip()
+    tcp = {
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 10,
+        "keepalives_count": 3,
+        "tcp_user_timeout": ms,
+    }
+    out.update({k: v for k, v in tcp.items() if k not in params})
+    return out
+
+
 class PostgresLog(LogBase):
     """A decision log in a PostgreSQL database (see the module docstring).
 
@@ -125,6 +148,14 @@ class PostgresLog(LogBase):
         As for :class:`~hybridroute.records.DecisionLog`.
     connect_timeout_s : float
         How long connecting may take (unless the URL sets ``connect_timeout``).
+    statement_timeout_s : float or None, default 60
+        The longest any one statement may run, waiting for a lock included, before the
+        server cancels it and the call raises :class:`~hybridroute.exceptions.ArtifactError`
+        (as SQLite's ``busy_timeout_s`` bounds a wait for its lock); ``None``: no limit.
+        A URL whose ``options`` set ``statement_timeout`` keeps its own. Over TCP the
+        connection also sends keepalives and gives up on unacknowledged data after the
+        same time (libpq's ``tcp_user_timeout``), so a server that vanishes mid-call ends
+        the call instead of hanging it.
     create : bool, default True
         Create the tables when the database has none (``False``: an error instead).
     """
@@ -143,6 +174,7 @@ class PostgresLog(LogBase):
         salt: str | None = None,
         on_duplicate: str = "skip",
         connect_timeout_s: float = 10.0,
+        statement_timeout_s: float | None = 60.0,
         create: bool = True,
         audit: AuditSampler | None = None,
     ) -> None:
@@ -167,6 +199,7 @@ class PostgresLog(LogBase):
             self._connect_args["connect_timeout"] = max(1, int(connect_timeout_s))
         if "application_name" not in params:
             self._connect_args["application_name"] = "hybridroute"
+        self._connect_args.update(_timeouts(params, statement_timeout_s))
         self._conn: Any = None
         with self._lock:
             try:

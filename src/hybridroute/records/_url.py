@@ -124,7 +124,8 @@ def open_log(
         its inclusion probability ``audit_p`` and ``audited``); see
         :class:`~hybridroute.records.AuditSampler`. ``None``: no audit.
     **options
-        Backend options: ``busy_timeout_s`` (SQLite), ``connect_timeout_s`` (PostgreSQL).
+        Backend options: ``busy_timeout_s`` (SQLite), ``connect_timeout_s`` and
+        ``statement_timeout_s`` (PostgreSQL; default 60 s, ``None``: no limit).
 
     Returns
     -------
