@@ -698,7 +698,8 @@ def main() -> None:
         else:
             results["sizes"][name][str(size)] = res
     if args.json:
-        print(json.dumps(results, indent=2, sort_keys=True))
+        # one line, keys sorted: a full run (every set, ladder and size) stays under 1 MiB
+        print(json.dumps(results, sort_keys=True))
         return
     print_tables(results)
 
