@@ -105,13 +105,10 @@ def _workers(rest: list[str]) -> list[str]:
     """pytest-xdist options for the suite: one worker per core, at most two, whole files to a
     worker (a module's fixtures are built once); none when the caller chose (``-n``,
     ``-p no:xdist``) or ``HYBRIDROUTE_TEST_WORKERS`` is 1 or less."""
-    pairs = [(a, rest[i + 1] if i + 1 < len(rest) else "") for i, a in enumerate(rest)]
     chose = any(
-        a == "-n"
-        or a.startswith(("-n", "--numprocesses", "--dist"))
-        or (a == "-p" and "xdist" in b)
-        or (a.startswith("-p") and "xdist" in a)
-        for a, b in pairs
+        a.startswith(("-n", "--numprocesses", "--dist"))
+        or (a.startswith("-p") and "xdist" in a + nxt)  # -p no:xdist, -pno:xdist
+        for a, nxt in zip(rest, [*rest[1:], ""], strict=False)
     )
     wanted = os.environ.get("HYBRIDROUTE_TEST_WORKERS", "").strip()
     try:

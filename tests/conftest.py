@@ -139,10 +139,10 @@ def pytest_collection_modifyitems(config, items):
             raise _refuse(extra, required[0], missing)
         items[:] = [item for item in items if extra not in item.keywords]
         config.hook.pytest_deselected(items=marked)
+        n = len(marked)
         _NOT_RUN.append(
-            f"{len(marked)} test{'s' * (len(marked) != 1)} of the '{extra}' extra were NOT run "
-            f"({', '.join(missing)} missing); "
-            f"to run them: {how}"
+            f"NOT run: {n} test{'s' * (n != 1)} of the '{extra}' extra "
+            f"({', '.join(missing)} missing); to run {'it' if n == 1 else 'them'}: {how}"
         )
 
 
