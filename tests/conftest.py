@@ -20,17 +20,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib.util
 import itertools
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -264,8 +267,12 @@ class PostgresServer:
             tail = log.read_text()[-3000:] if log.is_file() else ""
             raise RuntimeError(f"{program} failed:\n{proc.stdout}\n{proc.stderr}\n{tail}")
 
-    def start(self) -> None:
-        options = f"-c listen_addresses='' -k {self.root} -p {self.port} -c max_connections=60"
+    def start(self, *, tcp: bool = False) -> None:
+        """Start the server: on its Unix socket only, or also on 127.0.0.1 (``tcp``)."""
+        listen = "127.0.0.1" if tcp else ""
+        options = (
+            f"-c listen_addresses='{listen}' -k {self.root} -p {self.port} -c max_connections=60"
+        )
         self._run(
             "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
             "-w", "-t", "60", "-o", options, "start", timeout=90,
@@ -277,9 +284,40 @@ class PostgresServer:
             self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", timeout=60)
             self.running = False
 
-    def url(self, dbname: str = "postgres", password: str | None = None) -> str:
+    def url(self, dbname: str = "postgres", password: str | None = None, tcp: bool = False) -> str:
         user = self.SUPERUSER if password is None else f"{self.SUPERUSER}:{password}"
+        if tcp:
+            return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
         return f"postgresql://{user}@/{dbname}?host={self.root}&port={self.port}"
+
+    def processes(self) -> list[int]:
+        """The server's processes: the postmaster and its children."""
+        first = (self.data / "postmaster.pid").read_text().splitlines()[0]
+        master = int(first)
+        pids = [master]
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == master:
+                    pids.append(int(entry.name))
+        return pids
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Every process of the server stopped (SIGSTOP) within the block, then resumed:
+        a server whose kernel still accepts and acknowledges, but that never answers."""
+        pids = self.processes()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     def admin(self, sql: str) -> None:
         import psycopg
@@ -336,3 +374,27 @@ def postgres_db_url(postgres_server):
     postgres_server.admin(f"CREATE DATABASE {name}")
     yield postgres_server.url(name)
     postgres_server.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[Path]:
+    """A real 3 MiB filesystem (tmpfs) mounted for one test, for full-disk checks.
+
+    Mounting needs root: CI runs as root. Elsewhere the test is skipped with the reason
+    (reported in the run's summary)."""
+    where = tmp_path / "small"
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem needs root (CI runs as root)")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], timeout=30, check=False)

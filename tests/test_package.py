@@ -82,9 +82,9 @@ PUBLIC_NAMES = {
     "exceptions": """
         ArtifactError ClassifierError ConditionError DatasetError DatasetUnavailableError
         DuplicateDecisionError FactsError HybridRouteError InputError LLMError LLMLabelError
-        LLMTimeoutError LLMTransportError NotFittedError RuleSetError RulesFileError
-        ServiceError ServiceUnavailableError SpecError TrackingError UndeclaredValueError
-        UserInputError
+        LLMTimeoutError LLMTransportError NotFittedError RequestIdConflictError RuleSetError
+        RulesFileError ServiceError ServiceUnavailableError SpecError TrackingError
+        UndeclaredValueError UserInputError
     """.split(),
     "experiments": """
         Column ExperimentKind ExperimentResult ExperimentSpec KINDS SPEC_FORMAT load_spec

@@ -99,7 +99,10 @@ class FactSpec:
     type : str
         The fact type.
     nullable : bool
-        Whether ``null`` is accepted (``null`` is never subject to ``enum``/``min``/``max``).
+        Whether ``null`` is a value of the fact (never subject to ``enum``/``min``/``max``).
+        For a fact that is not nullable, ``null`` in a set of facts means "not given"
+        (:meth:`FactSchema.validate`): its default applies, or it is missing if required.
+        :meth:`check` itself, which checks one value, refuses it.
     default : optional
         The value of a fact left out; without one the fact is required. It must itself
         pass every check below.
@@ -443,6 +446,11 @@ class FactSchema:
     def validate(self, facts: Mapping[str, Any] | None) -> dict[str, Any]:
         """Check ``facts`` and return them complete: declared order, defaults filled in.
 
+        ``null`` (``None``) for a fact that is not declared ``nullable`` means "not given",
+        exactly as if the key were absent: the fact takes its default, or is refused as a
+        missing required fact; ``{"action": None}`` and ``{}`` validate to the same facts
+        (and so to the same snapshot and hash). A nullable fact keeps ``None`` as its value.
+
         Raises
         ------
         FactsError
@@ -464,9 +472,18 @@ class FactSchema:
         missing = FactSpec._NO_DEFAULT
         for name, spec, default in self._plan:
             if name in facts:
-                out[name] = spec.check(facts[name])
-            elif default is not missing:
+                value = facts[name]
+                if value is not None or spec.nullable:
+                    out[name] = spec.check(value)
+                    continue
+                # null for a fact that is not nullable: not given, exactly as if the key
+                # were absent (the default, the same snapshot), as the conditions read it
+            if default is not missing:
                 out[name] = default
+            elif name in facts:
+                raise FactsError(
+                    "required fact is missing (null, and it is not declared nullable)", field=name
+                )
             else:
                 raise FactsError("required fact is missing", field=name)
         return out

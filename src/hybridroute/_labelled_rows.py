@@ -368,7 +368,10 @@ def check_fact_value(
         What the message quotes (the CSV cell as written).
     required : bool, default False
         Whether the fact must be present (a schema fact without a default). An absent
-        fact that is not required is fine: a routed row would take the default.
+        fact that is not required is fine: a routed row would take the default. A set
+        holds ``None`` (written as ``null``) for an unset fact, which the router reads as
+        :meth:`~hybridroute.contracts.FactSchema.validate` does: not given, unless the
+        fact is declared ``nullable`` (then ``null`` is its value, required or not).
 
     Returns
     -------
@@ -377,7 +380,7 @@ def check_fact_value(
         ``number`` fact is ``1``, lists are lists), or ``(None, reason)``.
     """
     if value is None:
-        return None, (REQUIRED_MISSING if required else None)
+        return None, (REQUIRED_MISSING if required and not spec.nullable else None)
     try:
         out = spec.check(value)
     except FactsError as exc:

@@ -22,7 +22,9 @@ message.
     │   ├── ArtifactError              a saved model / policy / bundle is tampered,
     │   │                              incompatible or incomplete (.path)
     │   ├── DuplicateDecisionError     a decision log already holds a request id for that
-    │   │                              router version (.path, .item_ids)
+    │   │   │                          router version (.path, .item_ids)
+    │   │   └── RequestIdConflictError a request id already names another request (its
+    │   │                              text, facts or evidence differ) (.positions)
     │   ├── InputError                 a file or text is unsafe to read: not a regular file,
     │   │                              over its byte limit, not UTF-8, duplicate keys, too
     │   │                              deep (.path, .line)
@@ -63,6 +65,7 @@ __all__ = [
     "LLMTimeoutError",
     "LLMTransportError",
     "NotFittedError",
+    "RequestIdConflictError",
     "RuleSetError",
     "RulesFileError",
     "ServiceError",
@@ -352,6 +355,38 @@ class DuplicateDecisionError(UserInputError, ValueError):
         self.item_ids = tuple(item_ids)
         prefix = f"{path}: " if path is not None else ""
         super().__init__(prefix + message)
+
+
+class RequestIdConflictError(DuplicateDecisionError):
+    """A request id the log already holds for that router version came with another
+    request: its text, facts or evidence differ from those of the logged decision.
+
+    A request id is an idempotency key bound to one request: the same id with the same
+    request returns the logged decision, the same id with another request is refused and
+    nothing of that request (or batch) is written. The service answers it with 409.
+
+    Parameters
+    ----------
+    message : str
+        What was refused (names the request ids).
+    path : str, optional
+        The decision log.
+    item_ids : tuple of str
+        The conflicting request ids.
+    positions : tuple of int
+        Their positions in the refused request (a batch's items), from 0.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        item_ids: tuple[str, ...] = (),
+        positions: tuple[int, ...] = (),
+    ) -> None:
+        self.positions = tuple(positions)
+        super().__init__(message, path=path, item_ids=item_ids)
 
 
 class ServiceError(UserInputError, ValueError):

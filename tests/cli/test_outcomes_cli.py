@@ -5,11 +5,13 @@ what is routed."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from hybridroute.records import AUDIT_KEY_ENV, AuditSampler, open_log
+from hybridroute.records import AUDIT_KEY_ENV, AuditSampler, OutcomeError, open_log
+from hybridroute.router import load_router
 
 from . import test_route_batch
 from .test_route import bounded_main, one_error_line
@@ -32,8 +34,16 @@ def routed(bundle, tmp_path, monkeypatch, capsys):
                "--audit-rate", "1") == 0  # fmt: skip
     capsys.readouterr()
     with open_log(log) as dl:
+        # the bundle's labels (route --log registers them too; this test does not rely on it)
+        dl.register_router(load_router(bundle))
         rows = list(dl.rows())
     return log, rows
+
+
+def now_in(offset_hours: int = 0) -> str:
+    """Now (after every decision of the test was logged), ISO 8601 in a zone."""
+    zone = timezone(timedelta(hours=offset_hours))
+    return datetime.now(UTC).astimezone(zone).isoformat()
 
 
 def mixed_lines(n: int) -> list[str]:
@@ -123,12 +133,13 @@ def test_audit_rate_mistakes_are_one_line_exit_2(
 
 def test_outcomes_add_from_jsonl_and_csv(routed, tmp_path, capsys):
     log, rows = routed
+    first_at = now_in(0)
     jsonl = write_jsonl(
         tmp_path / "out.jsonl",
         [{"decision_id": rows[0]["decision_id"], "gold_intent": "order_status", "source": "audit"},
          {"request_id": rows[1]["item_id"], "router": "support", "router_version": "1",
           "gold_next_step": "order_status", "source": "human_review",
-          "at": "2026-05-01T12:00:00Z"}],
+          "at": first_at}],
     )  # fmt: skip
     assert cli("outcomes", "add", str(jsonl), "--log", str(log)) == 0
     assert "2 added, 0 already present, 0 conflicting" in capsys.readouterr().out
@@ -139,38 +150,96 @@ def test_outcomes_add_from_jsonl_and_csv(routed, tmp_path, capsys):
     csv = tmp_path / "out.csv"
     csv.write_text(
         "decision_id,request_id,router,router_version,gold_intent,source,at\n"
-        f"{rows[0]['decision_id']},,,,refund,audit,\n"  # another gold: a conflict
-        f",{rows[2]['item_id']},support,1,order_status,user_feedback,2026-05-01T13:00:00+01:00\n"
+        f"{rows[0]['decision_id']},,,,refund_request,audit,\n"  # another gold: a conflict
+        f",{rows[2]['item_id']},support,1,order_status,user_feedback,{now_in(1)}\n"
         "\n",
         encoding="utf-8",
     )
     assert cli("outcomes", "add", str(csv), "--log", str(log), "--json") == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["added"] == 2 and [c["row"] for c in report["conflicts"]] == [1]
+    # rows are the file's lines: the header is line 1, the first outcome line 2
+    assert report["added"] == 2 and [c["row"] for c in report["conflicts"]] == [2]
     with open_log(log) as dl:
         stored = dl.outcomes()
-    assert len(stored) == 4 and stored[3]["observed_at"] == "2026-05-01T12:00:00.000000+00:00"
+    assert len(stored) == 4
+    assert stored[1]["observed_at"] == datetime.fromisoformat(first_at).isoformat(
+        timespec="microseconds"
+    )
+
+
+def test_outcomes_add_router_registers_a_version_logged_before_registration(
+    bundle, tmp_path, capsys
+):
+    router = load_router(bundle)
+    log = tmp_path / "old.sqlite"
+    with open_log(log, audit=AuditSampler(1.0, "k")) as dl:  # as an older version wrote it
+        items = [{"text": f"where is my parcel {i}?", "facts": {"amount": i}} for i in range(5)]
+        logged = dl.log_many([(d, f"t{i}", "live") for i, d in enumerate(router.route_many(items))])
+    outcome = {"decision_id": logged[0].decision_id, "gold_intent": "order_status",
+               "source": "human_review"}  # fmt: skip
+    path = write_jsonl(tmp_path / "o.jsonl", [outcome])
+    assert cli("outcomes", "add", str(path), "--log", str(log)) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "knows no labels of router 'support' version '1'" in line
+    assert "hybridroute outcomes add --router BUNDLE" in line
+    assert cli("outcomes", "add", str(path), "--log", str(log), "--router", bundle) == 0
+    assert "1 added" in capsys.readouterr().out
+    with open_log(log) as dl:
+        assert list(dl.router_vocabularies()) == [("support", "1")]
+        # the version's labels check what comes next
+        bad = {**outcome, "gold_intent": "no_such_label"}
+        with pytest.raises(OutcomeError, match="'no_such_label' is not a label of router"):
+            dl.add_outcomes([bad])
+    # --router alone only registers; neither a file nor --router is a mistake
+    fresh = tmp_path / "fresh.sqlite"
+    with open_log(fresh) as dl:
+        pass
+    assert cli("outcomes", "add", "--log", str(fresh), "--router", bundle, "--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["registered"] == [{"router": "support", "router_version": "1"}]
+    assert doc["added"] == 0
+    with open_log(fresh) as dl:
+        assert list(dl.router_vocabularies()) == [("support", "1")]
+    assert cli("outcomes", "add", "--log", str(fresh), "--router", bundle) == 0
+    assert "router support version 1: 13 labels" in capsys.readouterr().out
+    assert cli("outcomes", "add", "--log", str(fresh)) == 2
+    assert "or --router BUNDLE" in one_error_line(capsys.readouterr().err)
+    # a bundle under a registered version whose labels differ is refused
+    other = tmp_path / "other.sqlite"
+    with open_log(other) as dl:
+        dl.register_router(name="support", version="1", labels=["x"], destinations=["answer"])
+    assert cli("outcomes", "add", str(path), "--log", str(other), "--router", bundle) == 2
+    assert "registered in this log with other labels" in one_error_line(capsys.readouterr().err)
 
 
 @pytest.mark.parametrize(
     ("name", "content", "words"),
     [
-        ("bad.jsonl", '{"decision_id": "D", "gold_intent": "x", "source": "audit"}\n\n'
-                      '{"decision_id": "D", "gold_intent": "x", "source": "oracle"}\n',
+        ("bad.jsonl", '{"decision_id": "D", "gold_intent": "G", "source": "audit"}\n\n'
+                      '{"decision_id": "D", "gold_intent": "G", "source": "oracle"}\n',
          "bad.jsonl, row 3, column 'source': must be one of"),
-        ("bad.jsonl", '{"decision_id": "D", "gold_intent": "x", "source": "audit"}\n'
-                      '{"decision_id": "nope", "gold_intent": "x", "source": "audit"}\n',
+        ("bad.jsonl", '{"decision_id": "D", "gold_intent": "G", "source": "audit"}\n'
+                      '{"decision_id": "nope", "gold_intent": "G", "source": "audit"}\n',
          "bad.jsonl, row 2, column 'decision_id': the log holds no decision"),
+        ("bad.jsonl", '{"decision_id": "D", "gold_intent": "G", "source": "audit"}\n\n\n'
+                      '{"decision_id": "D", "gold_intent": "no_such_label", "source": "audit"}\n',
+         "bad.jsonl, row 4, column 'gold_intent': 'no_such_label' is not a label of router"),
+        ("bad.csv", "decision_id,gold_next_step,source\nD,G,audit\n\nD,rm -rf /,audit\n",
+         "bad.csv, row 4, column 'gold_next_step': 'rm -rf /' is not a destination"),
         ("bad.jsonl", '{"decision_id": "D", "source": "audit", "source": "audit"}\n',
          "line 1: duplicate key 'source'"),
         ("bad.jsonl", '{"decision_id": "D", "gold_intent": "x", "source": "audit", '
                       '"at": "2026-01-01"}\n', "row 1, column 'at': needs a UTC offset"),
-        ("bad.csv", "decision_id,gold_intent,source\nD,x,audit\nD,,audit\n",
-         "bad.csv, row 2, column 'gold_intent': no gold given"),
-        ("bad.csv", "decision_id,gold,source\nD,x,audit\n",
-         "bad.csv, row 0, column 'gold': is not an outcome field"),
-        ("bad.csv", "decision_id,gold_intent,source\nD,x,audit,extra\n",
-         "bad.csv, row 1: has 4 cells"),
+        ("bad.csv", "decision_id,gold_intent,source\nD,G,audit\nD,,audit\n",
+         "bad.csv, row 3, column 'gold_intent': no gold given"),
+        ("bad.csv", 'decision_id,gold_intent,source\nD,"G",audit\nD,"two\nlines",audit\nD,,x\n',
+         "bad.csv, row 5, column 'gold_intent': no gold given"),  # a cell over two lines
+        ("bad.csv", "decision_id,gold,source\nD,G,audit\n",
+         "bad.csv, row 1 (the header), column 'gold': is not an outcome field"),
+        ("bad.csv", "source,decision_id,source\nD,G,audit\n",
+         "bad.csv, row 1 (the header), column 'source': appears twice in the header"),
+        ("bad.csv", "decision_id,gold_intent,source\nD,G,audit,extra\n",
+         "bad.csv, row 2: has 4 cells"),
         ("bad.txt", "whatever", "must be JSON lines (.jsonl) or CSV (.csv)"),
     ],
 )  # fmt: skip
@@ -179,7 +248,8 @@ def test_a_bad_outcomes_file_is_one_line_exit_2_and_writes_nothing(
 ):
     log, rows = routed
     path = tmp_path / name
-    path.write_text(content.replace("D", rows[0]["decision_id"]), encoding="utf-8")
+    content = content.replace("D", rows[0]["decision_id"]).replace("G", "order_status")
+    path.write_text(content, encoding="utf-8")
     assert cli("outcomes", "add", str(path), "--log", str(log)) == 2
     line = one_error_line(capsys.readouterr().err)
     assert line.startswith("error: ") and words in line and str(path) in line

@@ -63,6 +63,7 @@ def world(tmp_path_factory):
     ]  # fmt: skip
     log = root / "log.sqlite"
     with open_log(log, audit=AuditSampler(0.5, "test-key")) as dl:
+        dl.register_router(routers["a"])
         live = dl.log_many(
             [(d, f"t{i}", "live") for i, d in enumerate(routers["a"].route_many(items))]
         )
@@ -179,3 +180,30 @@ def test_user_mistakes_are_one_line_and_exit_2(world, capsys, change, message):
     argv = ["promote", "--no-track", *[x for kv in opts.items() for x in kv]]
     assert bounded_main(argv, timeout=120) == 2
     assert message in one_error_line(capsys.readouterr().err)
+
+
+def test_disputed_audit_labels_fail_the_gate_unless_allowed(world, tmp_path, capsys):
+    import shutil
+
+    log = tmp_path / "disputed.sqlite"
+    shutil.copy(world["log"].removeprefix("sqlite:///"), log)
+    with open_log(log) as dl:
+        audits = [o for o in dl.outcomes() if o["source"] == "audit"]
+        labels = sorted({o["gold_intent"] for o in audits})
+        other = {label: labels[(i + 1) % len(labels)] for i, label in enumerate(labels)}
+        dl.add_outcomes(
+            [{"decision_id": o["decision_id"], "gold_intent": other[o["gold_intent"]],
+              "source": "audit"} for o in audits[::5]]
+        )  # fmt: skip
+    b = world["bundles"]
+    argv = ["promote", "--incumbent", b["a"], "--candidate", b["same"], "--log", str(log),
+            "--no-track", "--json"]  # fmt: skip
+    assert bounded_main(argv, timeout=120) == 1
+    precision = json.loads(capsys.readouterr().out)["checks"]["precision"]
+    assert precision["status"] == "fail" and "disputed" in precision["reason"]
+    assert precision["disputes"]["disputed"] == len(audits[::5])
+    assert bounded_main([*argv, "--max-disputed-share", "1"], timeout=120) in (0, 1)
+    allowed = json.loads(capsys.readouterr().out)["checks"]["precision"]
+    assert "more than the" not in allowed["reason"] and allowed["disputes"]["exceeded"] is False
+    assert bounded_main([*argv, "--max-disputed-share", "2"], timeout=120) == 2
+    assert "largest disputed share" in one_error_line(capsys.readouterr().err)

@@ -341,17 +341,40 @@ def test_an_id_may_appear_once_in_a_batch(bundle, tmp_path, capsys, first, secon
     assert f"line 2: duplicate id '{second}' (first on line 1)" in capsys.readouterr().err
 
 
-def test_a_changed_input_under_a_logged_id_is_reported(bundle, tmp_path, capsys):
+def test_a_changed_input_under_a_logged_id_refuses_the_batch(bundle, tmp_path, capsys):
     log = tmp_path / "log.sqlite"
     batch = write_batch(tmp_path / "b.jsonl", [good_line(1), good_line(2)])
     assert route(bundle, "--input", str(batch), "--log", str(log)) == 0
     capsys.readouterr()
-    write_batch(batch, [good_line(1), good_line(2, text="a different ticket now")])
+    for changed in (
+        good_line(2, text="a different ticket now"),
+        json.dumps({"id": "t2", "text": "x", "facts": {"has_permission": False}}),
+    ):
+        write_batch(batch, [good_line(3), good_line(1), changed])
+        assert route(bundle, "--input", str(batch), "--log", str(log)) == 2
+        err = capsys.readouterr().err
+        assert "line 3:" in err and "'t2'" in err and "another request" in err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert sorted(log_ids(log)) == ["t1", "t2"]  # nothing of the batch was logged
+    # the same requests again: the stored decisions, nothing new
+    write_batch(batch, [good_line(1), good_line(2)])
     assert route(bundle, "--input", str(batch), "--log", str(log)) == 0
-    out = capsys.readouterr().out
-    assert "2 already logged, skipped" in out
-    assert "1 already-logged id(s) came with another input" in out and "'t2'" in out
-    assert len(log_ids(log)) == 2
+    assert "2 already logged, skipped" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "bad_id", ["sk-proj-AbCdEfGhIjKlMnOpQrStUvWx1234", "api_key=abcdef123456", "ghp_" + "x1Y2" * 9]
+)
+def test_an_id_shaped_like_a_credential_is_refused(bundle, tmp_path, capsys, bad_id):
+    log = tmp_path / "log.sqlite"
+    batch = write_batch(tmp_path / "b.jsonl", [json.dumps({"id": bad_id, "text": "parcel"})])
+    assert route(bundle, "--input", str(batch), "--log", str(log)) == 2
+    err = capsys.readouterr().err
+    assert "line 1" in err and "looks like a credential" in err and bad_id not in err
+    assert route(bundle, "--text", "parcel", "--id", bad_id, "--log", str(log)) == 2
+    err = capsys.readouterr().err
+    assert "looks like a credential" in err and bad_id not in err
+    assert not log.exists() or log_ids(log) == []
 
 
 # ---------------------------------------------------------------- printed JSON

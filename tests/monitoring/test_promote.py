@@ -109,6 +109,7 @@ def make_log(
     url = f"sqlite:///{tmp_path / name}"
     audit = AuditSampler(rate, "test-key") if rate else None
     with open_log(url, audit=audit, **log_options) as log:
+        log.register_router(routed_by)
         live = log.log_many(
             [(d, f"r{i}", "live") for i, d in enumerate(routed_by.route_many(ITEMS))]
         )

@@ -136,6 +136,9 @@ def test_pending_audits_lists_audited_decisions_without_an_audit_outcome(log_url
              (decision(2, "rule"), "q2", "live"),
              (decision(3), None, "live")]
         )  # fmt: skip
+        for version in ("1", "2"):  # the labels their outcomes may name
+            log.register_router(name="r", version=version, labels=["billing", "x"],
+                                destinations=["billing", "human_review"])  # fmt: skip
         pending = log.pending_audits()
         assert [p["decision_id"] for p in pending] == [logged[i].decision_id for i in (0, 1, 3)]
         first = pending[0]

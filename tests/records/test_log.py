@@ -35,7 +35,7 @@ def test_round_trip_and_exports(tmp_path):
     with DecisionLog(tmp_path / "log.sqlite") as log:
         assert log.count() == 25
         assert list(log.decisions()) == ds
-        assert log.meta()["schema_version"] == "3"
+        assert log.meta()["schema_version"] == "4"
         n = log.to_jsonl(tmp_path / "out.jsonl")
         frame = log.to_frame()
     lines = (tmp_path / "out.jsonl").read_text().splitlines()

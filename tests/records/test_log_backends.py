@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from hybridroute.contracts import Decision
-from hybridroute.exceptions import ArtifactError, DuplicateDecisionError
+from hybridroute.exceptions import ArtifactError, DuplicateDecisionError, RequestIdConflictError
 from hybridroute.records import LoggedDecision, open_log
 
 
@@ -52,7 +52,7 @@ def test_log_many_writes_new_rows_and_returns_them_in_order(log_url):
             ("a", "live", out[0].decision_id),
             (None, "shadow", out[1].decision_id),
         ]
-        assert log.count() == 2 and log.meta()["schema_version"] == "3"
+        assert log.count() == 2 and log.meta()["schema_version"] == "4"
         assert log.log_many([]) == []
 
 
@@ -63,8 +63,8 @@ def test_a_duplicate_writes_nothing_and_carries_the_stored_row(log_url):
         out = log.log_many(
             [
                 (decision(5), "b", "live"),
-                (decision(6), "b", "live"),  # another input under the same id
-                (decision(7), "a", "shadow"),  # logged by the first call
+                (decision(5), "b", "live"),  # the same request again
+                (decision(0), "a", "shadow"),  # logged by the first call
                 (decision(8), None, "live"),
                 (decision(8), None, "live"),  # no id: never a duplicate
             ]
@@ -76,7 +76,7 @@ def test_a_duplicate_writes_nothing_and_carries_the_stored_row(log_url):
         assert log.count() == 4
         # across calls and connections
         with open_log(log_url) as other:
-            again = other.log_many([(decision(9), "b", "live")])[0]
+            again = other.log_many([(decision(5), "b", "live")])[0]
         assert again.duplicate and again.decision_id == out[0].decision_id
         # the same id for another version or router is a new decision
         more = log.log_many(
@@ -133,23 +133,26 @@ def test_append_and_flush_report_skips_and_conflicts(log_url):
         log.append(decision(1), item_id="y")
         log.append(decision(1), item_id="y")  # fills the batch: flushed
         assert log.pending == 0 and log.count() == 2 and log.last_skipped == ["y"]
-        assert log.last_conflicts == []
         log.append(decision(0), item_id="x")  # same input: no conflict
-        log.append(decision(2), item_id="y")  # other input: a conflict
-        assert log.flush() == 0
-        assert log.last_skipped == ["x", "y"] and log.last_conflicts == ["y"]
-        assert log.skipped == 3
+        assert log.flush() == 0 and log.last_skipped == ["x"]
+        log.append(decision(2), item_id="y")  # other input: a conflict, refused
+        log.append(decision(3), item_id="w")
+        with pytest.raises(RequestIdConflictError, match="'y'"):
+            log.flush()
+        assert log.count() == 2 and log.pending == 1  # w stays buffered, y is dropped
+        assert log.skipped == 2
+        assert log.flush() == 1
         log.append(decision(4), item_id="z")
         assert log.discard() == 1 and log.flush() == 0
     with open_log(log_url) as log:
-        assert [r["item_id"] for r in log.rows()] == ["x", "y"]
+        assert [r["item_id"] for r in log.rows()] == ["x", "y", "w"]
 
 
 def test_on_duplicate_error_refuses_the_flush_and_keeps_the_rest(log_url):
     with open_log(log_url, batch_size=100, on_duplicate="error") as log:
         log.append(decision(0), item_id="a")
         log.flush()
-        log.extend([decision(1), decision(2), decision(3)], item_ids=["b", "a", "b"])
+        log.extend([decision(1), decision(0), decision(1)], item_ids=["b", "a", "b"])
         with pytest.raises(DuplicateDecisionError, match="2 decision") as info:
             log.flush()
         assert info.value.item_ids == ("a", "b")
@@ -227,12 +230,12 @@ def test_both_backends_give_the_same_results(tmp_path, postgres_db_url):
     def script(url: str) -> list:
         with open_log(url, batch_size=2) as log:
             out = [
-                log.log_many([(decision(0), "a", "live"), (decision(1), "a", "live")]),
+                log.log_many([(decision(0), "a", "live"), (decision(0), "a", "live")]),
                 log.log_many(
-                    [(decision(2), "a", "shadow"), (decision(3, version="2"), "a", "shadow")]
+                    [(decision(0), "a", "shadow"), (decision(3, version="2"), "a", "shadow")]
                 ),
             ]
-            log.extend([decision(4), decision(5), decision(6)], item_ids=["b", None, "b"])
+            log.extend([decision(4), decision(5), decision(4)], item_ids=["b", None, "b"])
             skipped = log.last_skipped
             log.flush()
             ids = {r.decision_id: n for n, r in enumerate(x for call in out for x in call)}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hybridroute.contracts import Decision
-from hybridroute.exceptions import DuplicateDecisionError, UserInputError
+from hybridroute.exceptions import DuplicateDecisionError, RequestIdConflictError, UserInputError
 from hybridroute.records import DecisionLog
 from hybridroute.rules import load_rules
 
@@ -59,7 +59,9 @@ def test_flush_returns_what_it_wrote_and_names_what_it_skipped(tmp_path):
     with DecisionLog(tmp_path / "log.sqlite", batch_size=100) as log:
         log.extend([decision(i) for i in range(3)], item_ids=["x", "y", "z"])
         assert log.flush() == 3
-        log.extend([decision(i) for i in range(4)], item_ids=["y", "w", "y", "x"])
+        log.extend(
+            [decision(1), decision(9), decision(1), decision(0)], item_ids=["y", "w", "y", "x"]
+        )
         assert log.flush() == 1
         assert log.last_skipped == ["y", "y", "x"]
         assert log.skipped == 3
@@ -69,15 +71,25 @@ def test_flush_returns_what_it_wrote_and_names_what_it_skipped(tmp_path):
 def test_duplicates_inside_one_batch_keep_the_first(tmp_path):
     path = tmp_path / "log.sqlite"
     with DecisionLog(path, batch_size=100) as log:
-        log.append(decision(1), item_id="same")
-        log.append(decision(2), item_id="same")
-        log.append(decision(3), item_id="same")
+        for _ in range(3):
+            log.append(decision(1), item_id="same")
         assert log.flush() == 1
         assert log.last_skipped == ["same", "same"]
-        # the two later ones came with other input: a conflict, not just a rerun
-        assert log.last_conflicts == ["same", "same"]
         (row,) = list(log.rows())
     assert row["record"]["input_snapshot"]["facts"]["n"] == 1
+
+
+def test_one_id_with_other_input_in_one_batch_refuses_the_batch(tmp_path):
+    path = tmp_path / "log.sqlite"
+    with DecisionLog(path, batch_size=100) as log:
+        log.append(decision(0), item_id="other")
+        log.append(decision(1), item_id="same")
+        log.append(decision(2), item_id="same")
+        with pytest.raises(RequestIdConflictError, match="'same'") as info:
+            log.flush()
+        assert info.value.positions == (2,) and log.count() == 0
+        # the conflicting decision is dropped from the buffer, the others stay
+        assert log.pending == 2 and log.flush() == 2
 
 
 def test_a_rerun_with_the_same_input_is_no_conflict(tmp_path):
@@ -88,7 +100,7 @@ def test_a_rerun_with_the_same_input_is_no_conflict(tmp_path):
         log.append(decision(1), item_id="k")
         log.append(decision(2), item_id="k2")
         assert log.flush() == 1
-        assert log.last_skipped == ["k"] and log.last_conflicts == []
+        assert log.last_skipped == ["k"]
 
 
 @pytest.mark.parametrize(
@@ -152,7 +164,7 @@ def test_on_duplicate_error_refuses_the_batch_and_keeps_the_rest(tmp_path):
 
 def test_on_duplicate_error_within_one_batch(tmp_path):
     log = DecisionLog(tmp_path / "log.sqlite", batch_size=100, on_duplicate="error")
-    log.extend([decision(0), decision(1)], item_ids=["d", "d"])
+    log.extend([decision(0), decision(0)], item_ids=["d", "d"])
     with pytest.raises(DuplicateDecisionError, match="1 decision"):
         log.flush()
     assert log.count() == 0 and log.pending == 1
@@ -178,7 +190,7 @@ def test_a_log_written_before_request_ids_gains_the_index_and_the_check(tmp_path
     """A log from before the check (no index, duplicates already inside) keeps working."""
     path = tmp_path / "old.sqlite"
     with DecisionLog(path) as log:
-        log.extend([decision(0), decision(1)], item_ids=["dup", "dup"])
+        log.extend([decision(0), decision(0)], item_ids=["dup", "dup"])
     conn = sqlite3.connect(path)
     conn.execute("DROP INDEX decisions_request")
     # what the old writer allowed: the same id twice

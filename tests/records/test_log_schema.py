@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hybridroute.contracts import Decision
-from hybridroute.exceptions import ArtifactError
+from hybridroute.exceptions import ArtifactError, RequestIdConflictError
 from hybridroute.records import open_log
 
 # The layout hybridroute wrote before decision ids and roles (schema version 1).
@@ -75,7 +75,7 @@ def test_a_version_1_log_is_migrated_in_place(tmp_path, ids):
     with open_log(path) as log:
         meta = log.meta()
         rows = list(log.rows())
-    assert meta["schema_version"] == "3" and meta["migrated_from"] == "1"
+    assert meta["schema_version"] == "4" and meta["migrated_from"] == "1"
     assert meta["created_by"] == "hybridroute 0.0.9"  # the log's history is kept
     assert [r["item_id"] for r in rows] == ids
     assert [r["record"] for r in rows] == [decision(i).to_dict() for i in range(len(ids))]
@@ -86,8 +86,10 @@ def test_a_version_1_log_is_migrated_in_place(tmp_path, ids):
     with open_log(path) as log:
         assert [r["decision_id"] for r in log.rows()] == [r["decision_id"] for r in rows]
         if "a" in ids:
-            (again,) = log.log_many([(decision(9), "a", "live")])
+            (again,) = log.log_many([(decision(0), "a", "live")])
             assert again.duplicate and again.decision_id == rows[0]["decision_id"]
+            with pytest.raises(RequestIdConflictError):  # compared with the first logged
+                log.log_many([(decision(3), "a", "live")])
             assert log.lookup("r", "1", "a").decision_id == rows[0]["decision_id"]
 
 
@@ -110,7 +112,7 @@ def test_a_failed_migration_leaves_the_version_1_log_as_it_was(tmp_path):
     conn.commit()
     conn.close()
     with open_log(path) as log:
-        assert log.count() == 3 and log.meta()["schema_version"] == "3"
+        assert log.count() == 3 and log.meta()["schema_version"] == "4"
 
 
 def test_the_plain_sqlite_reader_of_spark_reads_versions_1_and_2(tmp_path):
@@ -185,7 +187,7 @@ def test_check_writable_fails_when_the_sqlite_file_is_gone(tmp_path):
     path = tmp_path / "log.sqlite"
     with open_log(path) as log:
         path.unlink()
-        with pytest.raises(ArtifactError, match="gone"):
+        with pytest.raises(ArtifactError, match="file was removed"):
             log.check_writable()
 
 

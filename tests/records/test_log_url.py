@@ -27,6 +27,8 @@ SECRET = "s3cr3t-Pw"
 )
 def test_sqlite_urls_and_bare_paths_open_a_sqlite_log(tmp_path, monkeypatch, target, relative):
     monkeypatch.chdir(tmp_path)
+    # a log is created in an existing directory, never with one (tests/cli/test_outputs_log.py)
+    (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
     with open_log(target) as log:
         assert isinstance(log, DecisionLog)
         assert log.path.resolve() == (tmp_path / relative).resolve()

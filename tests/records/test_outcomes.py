@@ -1,16 +1,25 @@
 """Outcomes on both log backends: append-only, idempotent, conflicts kept and reported,
-all or nothing with errors naming row and field; schema version 3 and its migration."""
+all or nothing with errors naming row and field; schema versions 3 and 4 and their
+migrations. (What the log checks an outcome against: test_outcomes_checks.py.)"""
 
 from __future__ import annotations
 
 import sqlite3
+import time
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from hybridroute.contracts import Decision
 from hybridroute.exceptions import ArtifactError, UserInputError
-from hybridroute.records import SCHEMA_VERSION, OutcomeError, OutcomeReport, open_log
+from hybridroute.records import (
+    SCHEMA_VERSION,
+    AuditSampler,
+    OutcomeError,
+    OutcomeReport,
+    open_log,
+)
 
 from .test_log_schema import V1
 
@@ -29,17 +38,36 @@ def decision(i: int, version: str = "1", stage: str = "model") -> Decision:
     )
 
 
+#: The labels and destinations of router "r" (every version) as the tests register them.
+LABELS = ("billing", "refund", "shipping")
+DESTINATIONS = ("billing", "refund", "shipping", "fail", "human_review")
+
+
+def register(log, version: str = "1") -> None:
+    """Register router "r" ``version``: its outcomes may name LABELS / DESTINATIONS."""
+    log.register_router(name="r", version=version, labels=LABELS, destinations=DESTINATIONS)
+
+
 @pytest.fixture
 def logged(log_url):
-    """A log holding three decisions (request ids q0..q2, router r version 1)."""
-    log = open_log(log_url)
+    """A log holding three audited decisions (request ids q0..q2, router r version 1)."""
+    log = open_log(log_url, audit=AuditSampler(1.0, "k"))
+    register(log)
     results = log.log_many([(decision(i), f"q{i}", "live") for i in range(3)])
     yield log, [r.decision_id for r in results]
     log.close()
 
 
+def later(seconds: float = 1.0, offset_hours: int = 0) -> datetime:
+    """A time after the decisions were logged (and not in the future), in a zone."""
+    zone = timezone(timedelta(hours=offset_hours))
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).astimezone(zone)
+
+
 def test_outcomes_attach_by_decision_id_or_request_id(logged):
     log, ids = logged
+    time.sleep(0.01)
+    at = later(0.001, offset_hours=2)
     report = log.add_outcomes(
         [
             {"decision_id": ids[0], "gold_intent": "billing", "source": "human_review"},
@@ -49,7 +77,7 @@ def test_outcomes_attach_by_decision_id_or_request_id(logged):
                 "router_version": "1",
                 "gold_next_step": "fail",
                 "source": "agent_outcome",
-                "at": "2026-03-01T10:00:00+02:00",
+                "at": at.isoformat(),
             },
         ]
     )
@@ -58,7 +86,8 @@ def test_outcomes_attach_by_decision_id_or_request_id(logged):
     stored = log.outcomes()
     assert [o["decision_id"] for o in stored] == [ids[0], ids[1]]
     assert stored[1]["gold_intent"] is None and stored[1]["gold_next_step"] == "fail"
-    assert stored[1]["observed_at"] == "2026-03-01T08:00:00.000000+00:00"  # stored in UTC
+    # stored in UTC
+    assert stored[1]["observed_at"] == at.astimezone(UTC).isoformat(timespec="microseconds")
     assert [o["outcome_id"] for o in stored] == list(report.outcome_ids)
     assert log.outcomes(ids[1]) == [stored[1]] and log.outcomes("nope") == []
     assert report.to_dict() == {"added": 2, "already_present": 0, "conflicts": []}
@@ -69,7 +98,8 @@ def test_an_identical_outcome_again_writes_nothing(logged, with_time):
     log, ids = logged
     item = {"decision_id": ids[0], "gold_intent": "billing", "source": "audit"}
     if with_time:
-        item["at"] = "2026-01-02T00:00:00Z"
+        time.sleep(0.01)
+        item["at"] = later(0.001).isoformat().replace("+00:00", "Z")
     assert log.add_outcomes([item]).added == 1
     again = log.add_outcomes([item, dict(item)])  # a retry, and a copy within the call
     assert (again.added, again.already_present, again.conflicts) == (0, 2, ())
@@ -85,17 +115,18 @@ def test_a_conflicting_outcome_is_kept_and_reported(logged):
             # another source is another opinion, not a conflict
             {"decision_id": ids[0], "gold_intent": "shipping", "source": "user_feedback"},
             # and a conflict within one call
-            {"decision_id": ids[1], "gold_intent": "a", "source": "human_review"},
-            {"decision_id": ids[1], "gold_intent": "b", "source": "human_review"},
+            {"decision_id": ids[1], "gold_intent": "refund", "source": "human_review"},
+            {"decision_id": ids[1], "gold_intent": "shipping", "source": "human_review"},
         ]
     )
     assert report.added == 4 and report.already_present == 0
     assert [(c["row"], c["decision_id"]) for c in report.conflicts] == [(1, ids[0]), (4, ids[1])]
     assert report.conflicts[0]["previous"] == [{"gold_intent": "billing", "gold_next_step": None}]
-    assert report.conflicts[1]["previous"] == [{"gold_intent": "a", "gold_next_step": None}]
+    assert report.conflicts[1]["previous"] == [{"gold_intent": "refund", "gold_next_step": None}]
     golds = [o["gold_intent"] for o in log.outcomes(ids[0])]
     assert golds == ["billing", "refund", "shipping"]  # nothing overwritten
-    assert "conflict at row 1" in "\n".join(report.summary_lines())
+    said = "\n".join(report.summary_lines())
+    assert "conflict at row 1" in said and "until an outcome of source adjudication" in said
 
 
 @pytest.mark.parametrize(
@@ -120,6 +151,7 @@ def test_an_unknown_decision_names_its_row_and_nothing_is_written(logged, bad, r
     ("change", "field", "words"),
     [
         ({"source": "oracle"}, "source", "must be one of human_review, audit"),
+        ({"source": "Adjudication"}, "source", "must be one of"),
         ({"source": None}, "source", "is required"),
         ({"source": 3}, "source", "must be one of"),
         ({"gold_intent": None}, "gold_intent", "no gold given"),
@@ -178,17 +210,19 @@ def test_row_numbers_and_path_come_from_the_caller(logged):
 
 def test_integer_request_ids_match_the_stored_string(log_url):
     with open_log(log_url) as log:
+        register(log)
         (first,) = log.log_many([(decision(0), 42, "live")])
         report = log.add_outcomes(
-            [{"request_id": 42, "router": "r", "router_version": "1", "gold_intent": "a",
+            [{"request_id": 42, "router": "r", "router_version": "1", "gold_intent": "refund",
               "source": "user_feedback"}]
         )  # fmt: skip
         assert report.added == 1 and log.outcomes()[0]["decision_id"] == first.decision_id
 
 
-def test_a_new_log_has_schema_version_3_with_the_outcomes_table(log_url):
+def test_a_new_log_has_schema_version_4_with_the_outcomes_and_routers_tables(log_url):
     with open_log(log_url) as log:
-        assert SCHEMA_VERSION == 3 and log.meta()["schema_version"] == "3"
+        assert SCHEMA_VERSION == 4 and log.meta()["schema_version"] == "4"
+        assert log.router_vocabularies() == {}
         log.log_many([(decision(0), None, "live")])
         (row,) = log.rows()
         assert row["audit_p"] is None and row["audited"] is None  # no audit declared
@@ -234,14 +268,17 @@ def test_a_version_2_sqlite_log_is_migrated_in_place(tmp_path):
     with open_log(path, create=False) as log:
         meta = log.meta()
         rows = list(log.rows())
-        assert meta["schema_version"] == "3" and meta["migrated_from"] == "2"
+        assert meta["schema_version"] == "4" and meta["migrated_from"] == "2"
         assert meta["created_by"] == "hybridroute 0.0.9"
         assert [r["decision_id"] for r in rows] == ids  # ids kept
         assert all(r["audit_p"] is None and r["audited"] is None for r in rows)
-        assert log.add_outcomes([{"decision_id": ids[2], "gold_intent": "a", "source": "audit"}])
+        register(log)
+        assert log.add_outcomes(
+            [{"decision_id": ids[2], "gold_intent": "refund", "source": "human_review"}]
+        )
         assert log.pending_audits() == []
     with open_log(path) as log:  # opened again: nothing more to migrate
-        assert log.meta()["schema_version"] == "3" and len(log.outcomes()) == 1
+        assert log.meta()["schema_version"] == "4" and len(log.outcomes()) == 1
 
 
 def test_a_failed_migration_leaves_the_version_2_log_as_it_was(tmp_path):
@@ -261,27 +298,29 @@ def test_a_failed_migration_leaves_the_version_2_log_as_it_was(tmp_path):
     conn.commit()
     conn.close()
     with open_log(path) as log:
-        assert log.count() == 2 and log.meta()["schema_version"] == "3"
+        assert log.count() == 2 and log.meta()["schema_version"] == "4"
 
 
 @pytest.mark.postgres
-def test_a_version_2_postgres_log_is_brought_to_version_3(postgres_db_url):
+def test_a_version_2_postgres_log_is_brought_to_version_4(postgres_db_url):
     import psycopg
 
     with open_log(postgres_db_url) as log:
         (first,) = log.log_many([(decision(0), "q0", "live")])
     with psycopg.connect(postgres_db_url, autocommit=True) as conn:  # back to the v2 layout
         conn.execute("DROP TABLE hybridroute_outcomes")
+        conn.execute("DROP TABLE hybridroute_routers")
         conn.execute("DROP INDEX hybridroute_decisions_audited")
         conn.execute("ALTER TABLE hybridroute_decisions DROP COLUMN audit_p, DROP COLUMN audited")
         conn.execute("UPDATE hybridroute_meta SET value = '2' WHERE key = 'schema_version'")
     with open_log(postgres_db_url, create=False) as log:  # a reader's open migrates too
         meta = log.meta()
-        assert meta["schema_version"] == "3" and meta["migrated_from"] == "2"
+        assert meta["schema_version"] == "4" and meta["migrated_from"] == "2"
         (row,) = log.rows()
         assert row["decision_id"] == first.decision_id and row["audit_p"] is None
+        register(log)
         report = log.add_outcomes(
-            [{"decision_id": first.decision_id, "gold_intent": "a", "source": "audit"}]
+            [{"decision_id": first.decision_id, "gold_intent": "refund", "source": "agent_outcome"}]
         )
         assert report.added == 1
 
@@ -289,7 +328,8 @@ def test_a_version_2_postgres_log_is_brought_to_version_3(postgres_db_url):
 def test_writers_racing_with_the_same_outcome_store_it_once(log_url):
     import threading
 
-    with open_log(log_url) as log:
+    with open_log(log_url, audit=AuditSampler(1.0, "k")) as log:
+        register(log)
         (logged,) = log.log_many([(decision(0), "q0", "live")])
     outcome = {"decision_id": logged.decision_id, "gold_intent": "billing", "source": "audit"}
     logs = [open_log(log_url) for _ in range(4)]  # a connection each, as separate processes

@@ -82,6 +82,7 @@ def make_app(bundles, monkeypatch) -> Iterator[Any]:
             monkeypatch.delenv("HYBRIDROUTE_ADMIN_TOKEN", raising=False)
         else:
             monkeypatch.setenv("HYBRIDROUTE_ADMIN_TOKEN", token)
+        log_dir.mkdir(parents=True, exist_ok=True)  # a log is made only in a directory
         config = ServiceConfig(
             router=bundles["v1"],
             shadows=tuple(bundles[s] for s in shadows),

@@ -47,7 +47,7 @@ def test_audited_decisions_are_listed_and_closed_by_outcomes(audited, tmp_path):
         "outcomes": [
             {"decision_id": auto[0], "gold_intent": "order_status", "source": "audit"},
             {"request_id": "r1", "router": "support", "router_version": "1",
-             "gold_next_step": "refund", "source": "audit", "at": "2026-05-01T00:00:00Z"},
+             "gold_next_step": "refund_request", "source": "audit"},
         ]
     }  # fmt: skip
     posted = client.post("/v1/outcomes", json=body, headers=AUTH)
@@ -69,7 +69,7 @@ def test_audited_decisions_are_listed_and_closed_by_outcomes(audited, tmp_path):
 def test_a_conflicting_outcome_is_reported(audited):
     client, results = audited
     first = results[0]["decision_id"]
-    for gold, conflicts in (("order_status", 0), ("refund", 1)):
+    for gold, conflicts in (("order_status", 0), ("refund_request", 1)):
         body = {"outcomes": [{"decision_id": first, "gold_intent": gold, "source": "human_review"}]}
         r = client.post("/v1/outcomes", json=body, headers=AUTH)
         assert r.status_code == 200 and len(r.json()["conflicts"]) == conflicts
@@ -85,12 +85,16 @@ def test_a_conflicting_outcome_is_reported(audited):
         ({"decision_id": "f" * 32}, "outcomes[1].decision_id", "holds no decision"),
         ({"gold_intent": None}, "outcomes[1].gold_intent", "no gold given"),
         ({"at": "soon"}, "outcomes[1].at", "not an ISO 8601 time"),
+        ({"gold_intent": "no_such_label"}, "outcomes[1].gold_intent", "is not a label of router"),
+        ({"gold_next_step": "rm -rf /"}, "outcomes[1].gold_next_step", "is not a destination"),
+        ({"at": "2000-01-01T00:00:00Z"}, "outcomes[1].at", "is before decision"),
         ({"extra": 1}, "outcomes[1].extra", "not an outcome field"),
     ],
 )
 def test_a_bad_outcome_is_a_422_naming_it_and_nothing_is_written(audited, bad, field, words):
     client, results = audited
-    good = {"decision_id": results[0]["decision_id"], "gold_intent": "x", "source": "audit"}
+    good = {"decision_id": results[0]["decision_id"], "gold_intent": "order_status",
+            "source": "human_review"}  # fmt: skip
     r = client.post("/v1/outcomes", json={"outcomes": [good, {**good, **bad}]}, headers=AUTH)
     assert r.status_code == 422
     error = r.json()["error"]

@@ -21,6 +21,7 @@ def test_monitor_track_logs_metrics_tags_and_the_state(
     label = next(c for c in router.classes if c in router.destinations)
     rng = np.random.default_rng(0)
     with open_log(url, audit=AuditSampler(1.0, "k")) as log:
+        log.register_router(router)  # the labels its outcomes may name
         decisions = [
             Decision(
                 router=router.name,

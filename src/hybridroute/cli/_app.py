@@ -5,8 +5,10 @@ imports (pandas, scikit-learn, litellm, mlflow...) inside the command functions 
 ``hybridroute --help`` stays fast.
 
 Exit codes: 0 success, 1 a failure that is not the user's (a bug, a crashed service),
-2 a user mistake (bad facts, bad rules file, bad dataset row, bad artifact, usage error),
-each with one line on stderr and no traceback.
+2 a user mistake (bad facts, bad rules file, bad dataset row, bad artifact, usage error,
+a path that cannot be read or written), each with one line on stderr and no traceback.
+Commands check the paths they write before any work (``cli/_outputs.py``); an OSError
+naming a file that still reaches this level is printed as one line naming the file.
 """
 
 from __future__ import annotations
@@ -77,6 +79,19 @@ def _error_line(message: object) -> str:
     return "error: " + scrub_text(" ".join(str(message).split()))
 
 
+def _os_error_line(exc: OSError) -> str | None:
+    """``PATH: reason`` for an OSError about a file (``None`` when it names none)."""
+    import os
+
+    from .._outpaths import os_reason
+
+    if exc.filename is None:
+        return None
+    names = [n for n in (exc.filename, exc.filename2) if n is not None]
+    where = " -> ".join(os.fsdecode(n) if isinstance(n, bytes) else str(n) for n in names)
+    return f"{where}: {os_reason(exc)}"
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``message`` as one line on stderr and return the Exit to raise."""
     typer.echo(_error_line(message), err=True)
@@ -100,6 +115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (click.exceptions.Abort, typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130
+    except OSError as exc:
+        # the last resort for a path no command checked: one line naming it (an OSError
+        # without a file name says nothing a person can act on, so it stays a traceback)
+        line = _os_error_line(exc)
+        if line is None:
+            raise
+        typer.echo(_error_line(line), err=True)
+        return 2
     except Exception as exc:
         # Usage errors: click's own, or the copy of click that typer vendors.
         exit_code = getattr(exc, "exit_code", None)

@@ -95,6 +95,13 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Run every benchmark side by side and print one table (python -m benchmarks)."""
+        from ._outputs import check_output
+
+        # before any benchmark runs (a full run takes minutes)
+        if json_out is not None:
+            check_output(json_out, "--json")
+        if cache_dir is not None:
+            check_output(cache_dir, "--cache-dir", kind="dir")
         runner = _load_runner(find_benchmarks_dir(benchmarks))
         argv: list[str] = []
         for name in only:

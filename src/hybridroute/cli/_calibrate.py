@@ -28,6 +28,9 @@ from typing import Any
 import click
 import typer
 
+from ..exceptions import UserInputError
+from ._outputs import check_output, output_errors
+
 
 class Objective(StrEnum):
     precision = "precision"
@@ -91,10 +94,21 @@ def calibrate(
         None, "--version", help="--from-log: the new bundle's version (default VERSION-logSEQ)."
     ),
     since: str | None = typer.Option(
-        None, "--since", help="--from-log: decisions logged at or after this ISO time."
+        None,
+        "--since",
+        help="--from-log: decisions logged at or after this time (ISO 8601 with a UTC "
+        "offset, e.g. 2026-05-01T00:00:00Z).",
     ),
     until: str | None = typer.Option(
-        None, "--until", help="--from-log: decisions logged before this ISO time."
+        None,
+        "--until",
+        help="--from-log: decisions logged before this time (ISO 8601 with a UTC offset).",
+    ),
+    max_disputed_share: float | None = typer.Option(
+        None,
+        "--max-disputed-share",
+        help="--from-log: refuse when more than this share of the labelled audits is "
+        "disputed (their labels disagree, no adjudication settles them; default 0.05).",
     ),
     objective: Objective = typer.Option(
         Objective.precision, "--objective", help=_OBJECTIVE_HELP, case_sensitive=False
@@ -178,6 +192,9 @@ def calibrate(
                 "apply to fitting from a dataset",
                 param_hint="--from-log",
             )
+        _check_window(since, until)
+        # a new router bundle: a directory that is absent or empty (there is no --force)
+        check_output(out, "--out", kind="dir", new_dir=True)
         recalibrate_cmd(
             log_url=from_log,
             router=router,
@@ -190,6 +207,7 @@ def calibrate(
             until=until,
             seed=seed,
             as_json=as_json,
+            **({} if max_disputed_share is None else {"max_disputed_share": max_disputed_share}),
         )
         return
     for flag, needed in (("--dataset", dataset), ("--model", model)):
@@ -199,6 +217,7 @@ def calibrate(
                 param_hint=flag,
             )
     assert dataset is not None and model is not None
+    check_output(out, "--out")  # the policy file: before the set and the model are loaded
     if delta is None:
         delta = 0.05
     for flag, log_only in (
@@ -207,6 +226,7 @@ def calibrate(
         ("--version", version),
         ("--since", since),
         ("--until", until),
+        ("--max-disputed-share", max_disputed_share),
     ):
         if log_only is not None:
             raise click.BadParameter("only goes with --from-log", param_hint=flag)
@@ -313,7 +333,8 @@ def calibrate(
         },
         model_fingerprint=model_fingerprint,
     )
-    policy.save(out)
+    with output_errors(out, "--out"):
+        policy.save(out)
     summary = _summary(policy, out)
     if as_json:
         from .._scrub import Scrubber
@@ -321,6 +342,21 @@ def calibrate(
         typer.echo(Scrubber().json(summary, sort_keys=True, indent=2))
     else:
         _print(summary)
+
+
+def _check_window(since: str | None, until: str | None) -> None:
+    """``--since`` / ``--until``: ISO 8601 times with a UTC offset, since before until."""
+    from .._time import parse_utc_time
+
+    times = {}
+    for option, value in (("--since", since), ("--until", until)):
+        if value is not None:
+            try:
+                times[option] = parse_utc_time(value)
+            except ValueError as exc:
+                raise UserInputError(f"{option}: {exc}") from None
+    if len(times) == 2 and times["--since"] >= times["--until"]:
+        raise UserInputError(f"--since ({since}) must be before --until ({until})")
 
 
 def _summary(policy: Any, out: Path) -> dict[str, Any]:

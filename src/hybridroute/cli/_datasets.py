@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 import click
 import typer
 
+from ..exceptions import UserInputError
+from ._outputs import check_output, output_errors
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..contracts import FactSchema
     from ..datasets import LabelledSet
@@ -437,6 +440,10 @@ def export_command(
         split_column=split_column,
         id_column=id_column,
     )
+    # before the set is loaded (a public set may be downloaded first)
+    if out.suffix.lower() not in (".csv", ".jsonl"):
+        raise UserInputError(f"--out {out}: export writes .csv or .jsonl files")
+    check_output(out, "--out")
     ds = load_set(ref, options)
     note = ""
     if scrub:
@@ -448,7 +455,8 @@ def export_command(
             if cells
             else "; scrubbing found nothing to remove"
         )
-    path = ds.export(out)
+    with output_errors(out, "--out"):
+        path = ds.export(out)
     typer.echo(
         f"wrote {_n(len(ds))} rows of {ds.name} to {path} (fingerprint {ds.fingerprint}{note})"
     )

@@ -16,6 +16,8 @@ from typing import Any
 
 import typer
 
+from ._outputs import check_output
+
 
 def _fmt(v: Any, pct: bool = False) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -54,6 +56,7 @@ def demo(
 
     console = Console(width=110)
     started = time.perf_counter()
+    check_output(out, "--out", kind="dir")  # before any work: one line, exit 2
     out.mkdir(parents=True, exist_ok=True)
     steps = [
         "load data",
@@ -138,13 +141,14 @@ def demo(
             stale.unlink()
         items = [
             {
-                "facts": {k: v for k, v in test.facts(i).items() if v is not None},
+                "facts": dict(test.facts(i)),
                 "text": test.texts[i],
             }
             for i in range(len(test))
         ]
         decisions = router.route_many(items)
         with DecisionLog(log_path) as log:
+            log.register_router(router)  # the labels its outcomes may name
             log.extend(decisions, item_ids=test.ids)
 
         step(5)

@@ -132,6 +132,10 @@ def evaluate(
     if oos not in ("label", "drop"):
         raise typer.BadParameter("must be 'label' or 'drop'", param_hint="--oos")
     scrub = Scrubber(sensitive)  # before any work: a missing salt is refused up front
+    if report is not None:
+        from ._outputs import check_output
+
+        check_output(report, "--report", kind="dir")  # a directory, written into
     options: dict[str, Any] = {}
     if data_dir is not None:
         options["data_dir"] = data_dir
@@ -204,9 +208,12 @@ def evaluate(
                 RuntimeWarning,
                 stacklevel=1,
             )
-    files = (
-        write_report(result, report, title=title, scrubber=scrub) if report is not None else None
-    )
+    files = None
+    if report is not None:
+        from ._outputs import output_errors
+
+        with output_errors(report, "--report"):
+            files = write_report(result, report, title=title, scrubber=scrub)
     run_id = None
     tracker = None
     if track:

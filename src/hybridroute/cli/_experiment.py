@@ -44,6 +44,10 @@ def run_cmd(
 
     from ..experiments import load_spec, run_experiment
 
+    if out is not None:
+        from ._outputs import check_output
+
+        check_output(out, "--out", kind="dir")  # before any run: table.json, table.csv
     loaded = load_spec(spec)
     err = Console(stderr=True)
     with _progress(err, enabled=err.is_terminal) as progress, warnings.catch_warnings():

@@ -8,7 +8,24 @@ optionally ``at``. The file is read through :mod:`hybridroute._safeio` (a regula
 byte limit enforced while reading, strict UTF-8 and JSON) and written all or nothing: any
 bad row stops the command naming file, row and column (exit 2), with nothing written.
 
+The log checks every outcome against the decision it names (a live decision; ``audit``
+only for an audited one; a gold intent among the labels of its router version, a gold next
+step among its destinations; ``at`` not before the decision). A version logged before the
+log recorded its labels is registered with ``--router BUNDLE``.
+
 ``audits pending --log URL`` lists the audited decisions that have no audit outcome yet.
+
+``monitor --log URL`` says whether the auto-route precision still holds, and exits with
+a code a cron job or CI step can act on (:data:`MONITOR_EXIT_CODES`):
+
+* 0 -- ``holding`` or ``certified_online``: nothing contradicts the guarantee;
+* 1 -- ``breach``: the audit labels show the precision fell below the target;
+* 2 -- an error: a bad option, a log that cannot be read, no audited decision of the
+  version, no labels known for it;
+* 3 -- ``insufficient``: too few audit labels to say yet;
+* 4 -- disputed: more than ``--max-disputed-share`` of the labelled audited decisions have
+  audit labels that disagree (and no adjudication settles them), so the labels
+  themselves are in question (a breach still exits 1).
 """
 
 from __future__ import annotations
@@ -31,7 +48,25 @@ MAX_LINE_BYTES = 1 << 20
 #: Most outcomes in one file (they are written in one transaction).
 MAX_OUTCOMES = 100_000
 
-_LOG_HELP = "Decision log: a SQLite file, sqlite:///PATH, or postgresql://USER@HOST/DB."
+_LOG_HELP = (
+    "Decision log to read: a SQLite file, sqlite:///PATH, or postgresql://USER@HOST/DB "
+    "(it must exist)."
+)
+
+#: The exit code of ``hybridroute monitor`` by state (see the module docstring); disputes
+#: over the allowed share exit :data:`DISPUTED_EXIT_CODE` unless the state is a breach.
+MONITOR_EXIT_CODES = {"holding": 0, "certified_online": 0, "breach": 1, "insufficient": 3}
+DISPUTED_EXIT_CODE = 4
+
+
+def monitor_exit_code(state: dict[str, Any]) -> int:
+    """The exit code of a monitor state (:func:`hybridroute.monitoring.monitor_log`)."""
+    status = str(state.get("status"))
+    if status == "breach":
+        return MONITOR_EXIT_CODES[status]
+    if (state.get("disputes") or {}).get("exceeded"):
+        return DISPUTED_EXIT_CODE
+    return MONITOR_EXIT_CODES.get(status, 2)
 
 
 def _too_many(path: str) -> InputError:
@@ -55,6 +90,8 @@ def _jsonl(path: Path) -> tuple[list[Any], list[int]]:
 
 
 def _csv(path: Path) -> tuple[list[Any], list[int]]:
+    """The outcomes of a CSV file, each numbered by the line it starts on (the header is
+    line 1, the first data row line 2: the numbers a spreadsheet shows)."""
     from ..records import OutcomeError
     from ..records._outcomes import OUTCOME_FIELDS
 
@@ -71,15 +108,20 @@ def _csv(path: Path) -> tuple[list[Any], list[int]]:
                 raise OutcomeError(
                     f"is not an outcome field (fields: {', '.join(OUTCOME_FIELDS)})",
                     path=where,
-                    row=0,
+                    row=1,
                     column=name,
+                    header=True,
                 )
             if name in seen:
-                raise OutcomeError("appears twice in the header", path=where, row=0, column=name)
+                raise OutcomeError(
+                    "appears twice in the header", path=where, row=1, column=name, header=True
+                )
             seen.add(name)
         items: list[Any] = []
         rows: list[int] = []
-        for row, cells in enumerate(reader, start=1):
+        before = reader.line_num  # lines read so far: a record starts on the next one
+        for cells in reader:
+            row, before = before + 1, reader.line_num
             if not any(c.strip() for c in cells):
                 continue
             if len(cells) > len(header):
@@ -109,21 +151,54 @@ def read_outcomes_file(path: Path) -> tuple[list[Any], list[int]]:
 
 
 def outcomes_add(
-    file: Path = typer.Argument(..., help="Outcomes: a .jsonl or .csv file."),
+    file: Path | None = typer.Argument(
+        None, help="Outcomes: a .jsonl or .csv file (optional with --router)."
+    ),
     log: str = typer.Option(..., "--log", help=_LOG_HELP),
+    routers: list[Path] | None = typer.Option(
+        None,
+        "--router",
+        help="A router bundle whose version's labels and destinations the log should know "
+        "(for decisions logged before the log recorded them); repeat for several versions.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Attach outcomes (gold intent / next step, source, time) to logged decisions."""
-    from .._scrub import Scrubber
-    from ..records import open_log
+    """Attach outcomes (gold intent / next step, source, time) to logged decisions.
 
-    items, rows = read_outcomes_file(file)
+    With --router, first register each bundle's version (its labels and destinations) in
+    the log; with --router alone, only register them.
+    """
+    from .._scrub import Scrubber
+    from ..records import OutcomeReport, open_log
+    from ..router import load_router
+
+    if file is None and not routers:
+        raise InputError("give a file of outcomes, or --router BUNDLE to register its version")
+    items, rows = read_outcomes_file(file) if file is not None else ([], [])
+    bundles = [load_router(r) for r in routers or ()]
     with open_log(log, create=False) as dl:
-        report = dl.add_outcomes(items, rows=rows, path=str(file))
+        registered = [dl.register_router(bundle) for bundle in bundles]
+        report = (
+            dl.add_outcomes(items, rows=rows, path=str(file))
+            if file is not None
+            else OutcomeReport(0, 0)
+        )
     scrub = Scrubber()
     if as_json:
-        typer.echo(scrub.json(report.to_dict(), indent=2))
-    else:
+        doc = report.to_dict()
+        if registered:
+            doc["registered"] = [{"router": v.router, "router_version": v.router_version}
+                                 for v in registered]  # fmt: skip
+        typer.echo(scrub.json(doc, indent=2))
+        return
+    for v in registered:
+        typer.echo(
+            scrub.text(
+                f"router {v.router} version {v.router_version}: {len(v.labels)} labels, "
+                f"{len(v.destinations)} destinations known to the log"
+            )
+        )
+    if file is not None:
         for line in report.summary_lines():
             typer.echo(scrub.text(line))
 
@@ -182,15 +257,28 @@ def monitor_cmd(
     experiment: str = typer.Option(
         "hybridroute-monitor", "--experiment", help="MLflow experiment name."
     ),
+    max_disputed_share: float = typer.Option(
+        0.05,
+        "--max-disputed-share",
+        help="Flag the labels (exit 4) when more than this share of the labelled audited "
+        "decisions is disputed (their audit labels disagree, no adjudication settles them).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Is the auto-route precision still at least its target? From the log's audits."""
+    """Is the auto-route precision still at least its target? From the log's audits.
+
+    Exit 0 holding / certified_online, 1 breach, 2 error, 3 insufficient, 4 disputed.
+    """
     from .._scrub import Scrubber
     from ..monitoring import monitor_log
     from ..records import open_log
     from ..records._url import display_url
 
-    target, delta, reference = _promise(router, target, delta)
+    if not 0 <= max_disputed_share <= 1:
+        raise InputError(
+            f"must be between 0 and 1, got {max_disputed_share}", path="--max-disputed-share"
+        )
+    target, delta, reference, bundle = _promise(router, target, delta)
     with open_log(log, create=False) as dl:
         try:
             state = monitor_log(
@@ -199,6 +287,8 @@ def monitor_cmd(
                 delta=delta,
                 router_version=router_version,
                 reference=reference,
+                routers=() if bundle is None else (bundle,),
+                max_disputed_share=max_disputed_share,
             )
         except ValueError as exc:
             raise InputError(str(exc), path=dl.where) from None
@@ -212,9 +302,10 @@ def monitor_cmd(
         if tracker.warning:
             typer.echo(f"warning: {scrub.text(tracker.warning)}", err=True)
         state = {**state, "mlflow_run_id": run_id}
+    code = monitor_exit_code(state)
     if as_json:
-        typer.echo(scrub.json(state, indent=2))
-        return
+        typer.echo(scrub.json({**state, "exit_code": code}, indent=2))
+        raise typer.Exit(code)
     p = state["precision"]
 
     def num(v: Any) -> str:
@@ -224,9 +315,11 @@ def monitor_cmd(
         f"router version {state['router_version']}: {state['status']} "
         f"(target {state['target']:g}, delta {state['delta']:g})"
     )
+    d = state["disputes"]
     typer.echo(
         f"audit labels {state['labels']} of {state['audited']} audited decisions "
-        f"({state['pending']} pending, {state['conflicting_outcomes']} conflicting outcomes)"
+        f"({state['pending']} pending, {d['disputed']} disputed, {d['adjudicated']} "
+        "adjudicated)"
     )
     typer.echo(
         f"auto-route precision {num(p['estimate'])}, anytime-valid bounds "
@@ -242,21 +335,45 @@ def monitor_cmd(
             f"from calibration; out-of-scope share {sh['oos_live']:.4f} live vs "
             f"{sh['oos_reference']:.4f} calibrated ({sh['n_live']} decisions)"
         )
+    if d["exceeded"]:
+        typer.echo(
+            f"DISPUTED         {d['disputed']} of {d['labelled']} labelled decisions "
+            f"({d['share']:.4f}) have audit labels that disagree, more than the "
+            f"{d['max_share']:g} allowed: each counts as wrong until an outcome of source "
+            "adjudication settles it"
+        )
+    invalid = state["invalid_outcomes"]
+    parts = []
+    if invalid["count"]:
+        reasons = "; ".join(f"{n} {why}" for why, n in invalid["by_reason"].items())
+        parts.append(f"{invalid['count']} audit label(s) ({reasons})")
+    if invalid.get("shadow"):
+        parts.append(f"{invalid['shadow']} outcome(s) of shadow decisions")
+    if invalid.get("audit_not_audited"):
+        parts.append(f"{invalid['audit_not_audited']} audit outcome(s) of unaudited decisions")
+    if parts:
+        typer.echo(
+            scrub.text(
+                "left out        stored outcomes the log would refuse today: " + ", ".join(parts)
+            )
+        )
     if run_id:
         typer.echo(f"mlflow run {run_id}")
+    raise typer.Exit(code)
 
 
 def _promise(
     router: Path | None, target: float | None, delta: float | None
-) -> tuple[float, float, dict[str, Any] | None]:
-    """The (target, delta) to watch and the calibration mix: the bundle's policy, or the
-    options (no mix)."""
+) -> tuple[float, float, dict[str, Any] | None, Any]:
+    """The (target, delta) to watch, the calibration mix and the router: the bundle's, or
+    the options (no mix, no router)."""
     if router is not None:
         if target is not None or delta is not None:
             raise InputError("give --router or --target/--delta, not both", path="--router")
         from ..router import load_router
 
-        policy = load_router(router).policy
+        bundle = load_router(router)
+        policy = bundle.policy
         guarantee = policy.guarantee
         t, d = guarantee.get("target"), guarantee.get("delta")
         if t is None or d is None:
@@ -264,13 +381,13 @@ def _promise(
                 "the router's policy promises no precision target; give --target and --delta",
                 path=str(router),
             )
-        return float(t), float(d), policy.calibration_data
+        return float(t), float(d), policy.calibration_data, bundle
     if target is None or delta is None:
         raise InputError("give --router BUNDLE, or both --target and --delta", path="--target")
     for name, v in (("--target", target), ("--delta", delta)):
         if not 0 < v < 1:
             raise InputError(f"must be between 0 and 1, got {v}", path=name)
-    return target, delta, None
+    return target, delta, None, None
 
 
 def register(app: typer.Typer) -> None:

@@ -60,6 +60,12 @@ def promote_cmd(
         "default a candidate from `calibrate --from-log` on this log is judged on the "
         "decisions outside that window only).",
     ),
+    max_disputed_share: float = typer.Option(
+        0.05,
+        "--max-disputed-share",
+        help="Fail the precision check when more than this share of the labelled inputs is "
+        "disputed (their labels disagree and no adjudication settles them).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstraps."),
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples of the paired test."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log the run to MLflow."),
@@ -99,6 +105,7 @@ def promote_cmd(
             n_boot=n_boot,
             seed=seed,
             include_calibration_audits=include_calibration_audits,
+            max_disputed_share=max_disputed_share,
         )
     scrub = Scrubber()
     run_id = None
@@ -115,6 +122,7 @@ def promote_cmd(
             "max_disagreement": max_disagreement,
             "allow_rule_changes": allow_rule_changes,
             "include_calibration_audits": include_calibration_audits,
+            "max_disputed_share": max_disputed_share,
             "seed": seed,
             "n_boot": n_boot,
         }

@@ -17,6 +17,7 @@ from typing import Any
 import typer
 
 from ..exceptions import InputError, UserInputError
+from ._outputs import output_errors
 
 
 def _new_version(old: str, report: dict[str, Any]) -> str:
@@ -36,6 +37,7 @@ def recalibrate_cmd(
     until: str | None,
     seed: int,
     as_json: bool,
+    max_disputed_share: float = 0.05,
 ) -> None:
     """Refit ``router``'s threshold from ``log_url`` and write the new bundle to ``out``."""
     from .._scrub import Scrubber
@@ -64,6 +66,7 @@ def recalibrate_cmd(
                 until=until,
                 seed=seed,
                 log_name=display_url(log_url),
+                max_disputed_share=max_disputed_share,
             )
         except ValueError as exc:
             raise InputError(str(exc), path=log.where) from None
@@ -74,7 +77,8 @@ def recalibrate_cmd(
             f"--version {new_version!r} is the incumbent's; a recalibrated bundle needs its own"
         )
     candidate = incumbent.with_policy(result.policy, version=new_version)
-    save_router(candidate, out)
+    with output_errors(out, "--out"):
+        save_router(candidate, out)
     report.update(out=str(out), version=new_version, incumbent_version=incumbent.version)
     scrub = Scrubber()
     if as_json:
@@ -100,7 +104,7 @@ def _lines(r: dict[str, Any]) -> list[str]:
         f"({w['first_logged_at']} .. {w['last_logged_at']})",
         f"audit rows       {r['calibration_size']} labelled of {r['audited']} audited "
         f"({r['pending']} pending, {r['thinned']} thinned to one rate, "
-        f"{r['conflicting_outcomes']} conflicting outcomes)",
+        f"{r['disputes']['disputed']} disputed: counted as wrong)",
         f"threshold        {_num(r['threshold'])} (was {_num(r['incumbent_threshold'])})",
     ]
     if r["certified"]:
@@ -113,6 +117,12 @@ def _lines(r: dict[str, Any]) -> list[str]:
         )
     else:
         lines.append(f"certified        NO ({r['reason']}); the new bundle auto-routes nothing")
+    if r["invalid_outcomes"]["count"]:
+        lines.append(
+            f"left out         {r['invalid_outcomes']['count']} stored outcome(s) the log "
+            "would refuse today (a label or destination the version does not have, or "
+            "observed before the decision)"
+        )
     lines.append(
         "scope            holds for traffic like the window's; items the incumbent did not "
         "auto-route were never audited, so this policy never auto-routes them either"

@@ -27,7 +27,10 @@ _SENSITIVE_HELP = (
 )
 
 
-_LOG_HELP = "Decision log: a SQLite file, sqlite:///PATH, or postgresql://USER@HOST/DB."
+_LOG_HELP = (
+    "Decision log to read: a SQLite file, sqlite:///PATH, or postgresql://USER@HOST/DB "
+    "(it must exist)."
+)
 
 
 def _open_log(target: str):
@@ -131,7 +134,7 @@ def drift_cmd(
 
 
 def _check_role(role: str | None) -> None:
-    from ..records._logbase import ROLES
+    from ..records._schema import ROLES
 
     if role is not None and role not in ROLES:
         raise UserInputError(f"--role: must be one of {', '.join(ROLES)}, got {role!r}")
@@ -146,13 +149,15 @@ def export_cmd(
     role: str | None = typer.Option(None, "--role", help="Export only this role: live or shadow."),
 ) -> None:
     """Write a decision log's records as JSON lines (with seq, decision_id, role)."""
-    from ._route import _check_output_path
+    from ._outputs import check_output, output_errors
 
     _check_role(role)
+    check_output(out, "--out")  # before the log is opened
     with _open_log(log) as dl:
         # a regular file (a FIFO would block), and not the log itself
-        _check_output_path(out, "--out", getattr(dl, "path", None))
-        n = dl.to_jsonl(out, router_version=router_version, role=role)
+        check_output(out, "--out", inputs=[getattr(dl, "path", None)])
+        with output_errors(out, "--out"):
+            n = dl.to_jsonl(out, router_version=router_version, role=role)
     typer.echo(f"exported {n} decisions from {dl.where} to {out}", err=True)
 
 

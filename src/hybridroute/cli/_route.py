@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,8 +39,9 @@ from typing import Any
 
 import typer
 
+from .._redact import scrub_text
 from .._safeio import check_text, parse_json, read_bytes, read_text
-from ..exceptions import FactsError, InputError, UserInputError
+from ..exceptions import FactsError, InputError, RequestIdConflictError, UserInputError
 
 #: Most bytes of ``--facts`` (inline or ``@PATH``).
 MAX_FACTS_BYTES = 1 << 20
@@ -96,6 +96,9 @@ def check_id(value: Any, *, what: str = "id") -> str:
     if len(text) > MAX_ID_CHARS:
         raise InputError(f"{what} is longer than {MAX_ID_CHARS} characters")
     check_text(text, what=what)
+    if scrub_text(text) != text:
+        # stored in the log's item_id and echoed in messages as it is
+        raise InputError(f"{what} looks like a credential (not shown); use an opaque id")
     return text
 
 
@@ -196,7 +199,6 @@ def _validate_batch(
     rejects file, where the log would have hashed it). Without a router (``--url``: the
     service checks the facts) only the shape of each line is checked.
     """
-    from .._redact import scrub_text
 
     batch = _Batch(str(path))
     seen: dict[str, int] = {}
@@ -257,18 +259,20 @@ def _report_bad_lines(batch: _Batch, *, prefix: str = "error") -> None:
 
 
 def _check_output_path(path: Path, option: str, *others: Path | str | None) -> None:
-    """An output file must be a regular file (or not exist) and not one of the inputs."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise InputError(f"cannot use this path ({exc.strerror or exc})", path=option) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"{path} is not a regular file", path=option)
+    """An output file: a regular file (or none) in an existing directory that takes new
+    files, and not one of the inputs (a ``sqlite:///`` log is compared by its file)."""
+    from ..records._url import is_url, sqlite_path
+    from ._outputs import check_output
+
+    files = []
     for other in others:
-        if other is not None and os.path.exists(other) and os.path.samefile(path, other):
-            raise InputError(f"{path} is also an input or the log; give another file", path=option)
+        if isinstance(other, str) and is_url(other):
+            other = sqlite_path(other) if other.lower().startswith("sqlite:") else None
+        files.append(other)
+    try:
+        check_output(path, option, inputs=files)
+    except UserInputError as exc:  # in this command's words: "--rejects: PATH: reason"
+        raise InputError(str(exc).removeprefix(f"{option} "), path=option) from None
 
 
 def _write_rejects(path: Path, batch: _Batch, sensitive: list[str]) -> None:
@@ -354,7 +358,6 @@ def _route_batch(
     counts: Counter[str] = Counter()
     printed: list[str] = []  # --json lines, printed once the batch is logged
     skipped: list[str] = []
-    conflicts: list[str] = []
     written = 0
     # The whole batch is buffered and written in one transaction after routing (all or
     # nothing); only the stored form (redacted JSON) is kept, not the decisions.
@@ -364,6 +367,8 @@ def _route_batch(
         else None
     )
     try:
+        if log is not None:
+            log.register_router(router)  # the labels and destinations its outcomes may name
         if rejects_path is not None:
             _write_rejects(rejects_path, batch, sensitive)
         chunk = 256
@@ -387,9 +392,14 @@ def _route_batch(
                 items[start : start + chunk] = [(0, None, {})] * len(part)  # free the inputs
                 progress.advance(task, len(part))
         if log is not None:
-            written = log.flush()
+            try:
+                written = log.flush()
+            except RequestIdConflictError as exc:
+                where = ", ".join(f"line {lines[p]}" for p in exc.positions[:5])
+                raise RequestIdConflictError(
+                    f"{where}: {exc}", item_ids=exc.item_ids, positions=exc.positions
+                ) from None
             skipped = list(log.last_skipped)
-            conflicts = list(log.last_conflicts)
     except BaseException:
         if log is not None:
             log.discard()  # a batch that failed half-way leaves nothing in the log
@@ -415,13 +425,6 @@ def _route_batch(
         if skipped:
             logged += f" ({len(skipped)} already logged, skipped)"
     say(f"routed {n_items} items with {router.name} {router.version}{logged}")
-    if conflicts:
-        shown = ", ".join(repr(c) for c in conflicts[:5])
-        more = f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
-        say(
-            f"warning: {len(conflicts)} already-logged id(s) came with another input this time "
-            f"({shown}{more}); the log keeps the first decision"
-        )
     no_id = ids.count(None)
     if log_path is not None and no_id:
         say(
@@ -474,7 +477,8 @@ def route(
         None,
         "--log",
         help="Append the decisions to this decision log (a SQLite file, sqlite:///PATH or "
-        "postgresql://...); ids already logged for this router version are skipped.",
+        "postgresql://...; a SQLite file is created when missing, in a directory that must "
+        "exist); ids already logged for this router version are skipped.",
     ),
     sensitive: list[str] = typer.Option(
         [],
@@ -545,11 +549,12 @@ def route(
                     "rules read facts, never text; use --router to classify text",
                     param_hint="--text",
                 )
-            decision = load_rules(rules).decide(parsed)
+            routed_by: Any = load_rules(rules)
+            decision = routed_by.decide(parsed)
         else:
             from ..router import load_router
 
-            hr = load_router(router)  # type: ignore[arg-type]
+            hr = routed_by = load_router(router)  # type: ignore[arg-type]
             if text is not None and len(text) > hr.max_text_chars:
                 raise InputError(
                     f"--text is {len(text):,} characters long (the limit is {hr.max_text_chars:,})"
@@ -563,6 +568,7 @@ def route(
         from ..records import open_log
 
         with open_log(log, sensitive_fields=sensitive, audit=audit) as dl:
+            dl.register_router(routed_by)  # the labels and destinations its outcomes may name
             record = dl.append(decision, item_id=request_id)
             dl.flush()
             if dl.last_skipped:

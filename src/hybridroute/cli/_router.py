@@ -5,6 +5,10 @@ signatures when ``HYBRIDROUTE_SIGNING_KEY`` is set), and the policy must be the 
 on ``--model``: a policy that records another model's fingerprint, or none, is refused
 (exit 2, naming the policy file, the field and both fingerprints). The bundle is sealed,
 and signed when the key is set.
+
+``--redact-pii all`` (every kind) or ``--redact-pii email,card`` makes the router redact
+personal data from ticket texts before routing (``[EMAIL]``, ``[IBAN]``, ``[CARD]``,
+``[PHONE]``); the bundle records it, so the service and replay redact the same way.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 import typer
 
 from ..exceptions import UserInputError
-from ._outputs import REFIT_ON_THE_COMMAND_LINE, refuse_existing_output
+from ._outputs import REFIT_ON_THE_COMMAND_LINE, check_output, output_errors
 
 router_app = typer.Typer(help="Build router bundles.", no_args_is_help=True, add_completion=False)
 
@@ -35,17 +39,27 @@ def build(
     oos_destination: str = typer.Option("human_review", "--oos-destination"),
     fallback_destination: str = typer.Option("human_review", "--fallback-destination"),
     force: bool = typer.Option(False, "--force", help="Replace an existing bundle directory."),
+    redact_pii: str | None = typer.Option(
+        None,
+        "--redact-pii",
+        metavar="KINDS",
+        help="Redact personal data from texts before routing, logging and replay: 'all', or "
+        "a comma-separated list of email, iban, card, phone (default: texts as given).",
+    ),
 ) -> None:
     """Build a router bundle (rules + classifier + policy + label map + manifest)."""
-    refuse_existing_output(out, force=force)  # before any work, in this command's words
+    # before any work, in this command's words
+    check_output(out, "--out", kind="dir", new_dir=True, force=force)
     from .. import _safeio
     from .._integrity import signing_key
+    from .._pii import PIIRedaction
     from ..calibration import Policy
     from ..classifiers import load_classifier
     from ..router import HybridRouter
     from ..router._bundle import DESTINATIONS_MAX_BYTES, check_model_binding
     from ..rules import load_rules
 
+    redaction = PIIRedaction.coerce(redact_pii, what="--redact-pii")
     mapping = None
     if destinations is not None:
         mapping = _safeio.read_json(
@@ -80,12 +94,16 @@ def build(
         version=version,
         oos_destination=oos_destination,
         fallback_destination=fallback_destination,
+        redact_pii=redaction,
     )
-    path = router.save(out, overwrite=force)
+    with output_errors(out, "--out"):
+        path = router.save(out, overwrite=force)
     signed = "signed" if signing_key() is not None else "sealed, not signed"
     typer.echo(
         f"router {name} {version} written to {path} ({len(router.classes)} labels, "
-        f"{len(router.rules)} rules; model {clf.fingerprint()[:12]}; {signed})"
+        f"{len(router.rules)} rules; model {clf.fingerprint()[:12]}; {signed}"
+        + ("" if redaction is None else f"; redacts {', '.join(redaction.kinds)}")
+        + ")"
     )
 
 

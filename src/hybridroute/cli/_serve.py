@@ -1,9 +1,13 @@
 """``hybridroute serve``: the routing service (FastAPI on uvicorn).
 
 Everything that can be refused is refused before the server starts, as one line with
-exit code 2: the bundles are loaded and verified, the log is opened and checked
-writable (its password never shown), the options are checked. Then one line says where
-the service listens, what is live and where decisions go, and uvicorn serves.
+exit code 2: the options are checked, the host is resolved and its port bound for a
+moment (taken, not an address of this machine, ...) before anything is created, the
+bundles are loaded and verified, the log is opened and checked writable (its password
+never shown). Then one line says where the service listens, what is live and where
+decisions go, and uvicorn serves -- with :class:`hybridroute.service._protocol.HttpProtocol`,
+which bounds the time and size of request headers -- and an access log that prints no
+query string and no credential.
 
 ``--workers N`` (N > 1) runs N processes with uvicorn's multi-process mode, each loading
 the routers and opening the log itself (the configuration travels in an environment
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 from pathlib import Path
 
 import typer
@@ -49,8 +54,45 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _check_address(host: str, port: int) -> None:
+    """Refuse (one line naming host and port) an address the server could not listen on:
+    a host that does not resolve, a port taken, an address not of this machine.
+
+    Each address the host resolves to is bound for a moment, as uvicorn binds it (address
+    reuse on, IPv6 sockets IPv6-only), and released. Another process may still take the
+    port between this check and the server's start; the server then stops with uvicorn's
+    message.
+    """
+    from ..exceptions import UserInputError
+
+    where = f"--host {host} --port {port}"
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except (socket.gaierror, UnicodeError) as exc:
+        why = exc.strerror if isinstance(exc, socket.gaierror) else "not a valid host name"
+        raise UserInputError(
+            f"cannot serve on {where}: the host does not resolve ({why})"
+        ) from None
+    for family, kind, proto, _, address in infos:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+        except OSError as exc:
+            shown = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+            raise UserInputError(
+                f"cannot serve on {where}: {shown}:{port}: {exc.strerror or exc}"
+            ) from None
+
+
 def _log_config(level: str) -> dict[str, object]:
-    """uvicorn's logging configuration, with hybridroute's loggers on its handler."""
+    """uvicorn's logging configuration, with hybridroute's loggers on its handler and the
+    access log's records rewritten (no query string, no credential: see
+    :class:`hybridroute.service._edges.AccessLogFilter`)."""
     import copy
 
     from uvicorn.config import LOGGING_CONFIG
@@ -59,6 +101,14 @@ def _log_config(level: str) -> dict[str, object]:
     loggers = config.setdefault("loggers", {})
     assert isinstance(loggers, dict)
     loggers["hybridroute"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    filters = config.setdefault("filters", {})
+    assert isinstance(filters, dict)
+    filters["hybridroute_access"] = {"()": "hybridroute.service._edges.AccessLogFilter"}
+    handlers = config.get("handlers", {})
+    assert isinstance(handlers, dict)
+    for name in ("access",):
+        if isinstance(handlers.get(name), dict):
+            handlers[name]["filters"] = [*handlers[name].get("filters", []), "hybridroute_access"]
     return config
 
 
@@ -73,7 +123,8 @@ def serve(
     log: str = typer.Option(
         ...,
         "--log",
-        help="The decision log: sqlite:///PATH, a file path, or postgresql://USER@HOST/DB.",
+        help="The decision log: sqlite:///PATH, a file path, or postgresql://USER@HOST/DB; a "
+        "SQLite file is created when missing, in a directory that must exist.",
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default)."),
     port: int = typer.Option(8080, "--port", min=1, max=65535, help="Port to listen on."),
@@ -106,7 +157,33 @@ def serve(
     cors_origin: list[str] = typer.Option(
         [],
         "--cors-origin",
-        help="An origin allowed to call the API from a browser (none by default); repeatable.",
+        help="An origin (scheme://host[:port]) allowed to call the API from a browser (none "
+        "by default: cross-site browser requests are refused); repeatable.",
+    ),
+    body_timeout: float = typer.Option(
+        15.0,
+        "--body-timeout",
+        help="Seconds a request's body may take to arrive once its headers are in (then 408 "
+        "and the connection is closed).",
+    ),
+    header_timeout: float = typer.Option(
+        10.0,
+        "--header-timeout",
+        help="Seconds a connection may take to send a request's headers (then 408 and closed).",
+    ),
+    log_timeout: float = typer.Option(
+        60.0,
+        "--log-timeout",
+        help="Seconds one decision-log call may take (SQLite's lock wait; PostgreSQL's "
+        "statement timeout, and a client-side deadline 2 s later) before the requests "
+        "waiting for it get 503.",
+    ),
+    redact_pii: str | None = typer.Option(
+        None,
+        "--redact-pii",
+        help="Redact personal data from ticket texts before routing, for the live router and "
+        "every shadow: 'all' or kinds from email,card,iban,phone (the bundles may also "
+        "record their own).",
     ),
     log_level: str = typer.Option(
         "info", "--log-level", help="Server log level: debug, info, warning, error."
@@ -126,7 +203,6 @@ def serve(
     """Serve a router over HTTP: POST /v1/route, /v1/route/batch; GET /, /metrics, ..."""
     _check_extra()
     from .._redact import scrub_text
-    from ..records import open_log
     from ..records._url import display_url
     from ..service import ServiceConfig
     from ..service._worker import CONFIG_ENV, IMPORT_STRING
@@ -144,10 +220,16 @@ def serve(
         cors_origins=tuple(cors_origin),
         admin=workers == 1,
         audit_rate=audit_rate,
+        body_timeout_s=body_timeout,
+        header_timeout_s=header_timeout,
+        log_timeout_s=log_timeout,
+        redact_pii=() if redact_pii is None else tuple(k.strip() for k in redact_pii.split(",")),
     )
     config.audit_sampler()  # a rate without HYBRIDROUTE_AUDIT_KEY fails here, naming it
+    # the address before anything is created (the log) or printed (the banner)
+    _check_address(host, port)
     # the log first: a wrong URL, an unreachable server, a missing salt fail here
-    probe = open_log(log, sensitive_fields=sensitive)
+    probe = config.open_log()
     try:
         probe.check_writable()
     finally:
@@ -183,9 +265,12 @@ def serve(
 
     import uvicorn
 
+    from ..service._protocol import HttpProtocol
+
     common = dict(
         host=host,
         port=port,
+        http=HttpProtocol,
         log_config=_log_config(log_level),
         log_level=log_level.lower(),
         access_log=access_log,

@@ -6,6 +6,7 @@ master ``spark-submit`` gave it, or else in ``local[2]``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,6 @@ _MASTER_HELP = "Spark master URL (default: spark-submit's, else local[2])."
 
 def _session(master: str | None) -> tuple[Any, bool]:
     """The Spark session to use, and whether this command started it (and so stops it)."""
-    import os
-
     from ..exceptions import UserInputError
     from ..spark import local_session
 
@@ -56,6 +55,25 @@ def _spark_router(
     return SparkRouter(spark, model_uri, tracking_uri=tracking_uri, env_manager=env_manager)
 
 
+def _check_local_output(output: str) -> None:
+    """``--output`` on this machine (a path or ``file:``): a new directory Spark can create.
+
+    A URI of another filesystem (``hdfs://``, ``s3a://``) is Spark's to check.
+    """
+    import re
+
+    from ..exceptions import UserInputError
+    from ._outputs import check_output
+
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]+):", output)
+    if scheme is not None and scheme.group(1).lower() != "file":
+        return
+    path = Path(re.sub(r"^file:(//)?", "", output) if scheme is not None else output)
+    if os.path.lexists(path):
+        raise UserInputError(f"--output {output}: exists; Spark writes a new directory")
+    check_output(path, "--output", kind="dir")
+
+
 def evaluate_cmd(
     router: Path | None = typer.Option(None, "--router", help="Router bundle directory."),
     model_uri: str | None = typer.Option(
@@ -89,6 +107,8 @@ def evaluate_cmd(
         raise typer.BadParameter("--format is json or parquet")
     from .._scrub import Scrubber
 
+    if output is not None:
+        _check_local_output(output)  # before Spark starts
     scrub = Scrubber()
     spark, started = _session(master)
     try:

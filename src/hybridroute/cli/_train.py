@@ -383,13 +383,15 @@ def train(
 ) -> None:
     """Fit a classifier on a labelled set, report test accuracy, save it to ``--out``."""
     from ..datasets import load_dataset
-    from ._outputs import refuse_existing_output
+    from ._outputs import check_output, output_errors
 
     if not 0.0 <= calibration_fraction < 1.0:
         raise click.BadParameter("must be in [0, 1)", param_hint="--calibration-fraction")
     grid = _parse_cs(cs)
     _available(classifier)
-    refuse_existing_output(out, force=force)
+    check_output(out, "--out", kind="dir", new_dir=True, force=force)
+    if cache_dir is not None:
+        check_output(cache_dir, "--cache-dir", kind="dir")
 
     options: dict[str, Any] = {}
     if data_dir is not None:
@@ -493,9 +495,10 @@ def train(
         metadata["test"] = {
             k: report[k] for k in ("n_test", "test_accuracy", "test_macro_f1", "test_abstained")
         }
-    saved = clf.save(  # type: ignore[attr-defined]
-        out, training_fingerprint=rows.fingerprint, metadata=metadata, overwrite=force
-    )
+    with output_errors(out, "--out"):
+        saved = clf.save(  # type: ignore[attr-defined]
+            out, training_fingerprint=rows.fingerprint, metadata=metadata, overwrite=force
+        )
     report["out"] = str(saved)
     # what `hybridroute calibrate` records and a router bundle checks the policy against
     report["model_fingerprint"] = _saved_fingerprint(saved)

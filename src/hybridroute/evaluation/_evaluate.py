@@ -319,7 +319,8 @@ def evaluate_router(
     fact_names = set(router.rules.schema.names)
     items_in = []
     for i, text in enumerate(texts):
-        facts = {k: v for k, v in dataset.facts(i).items() if v is not None and k in fact_names}
+        # null is the schema's to read: absent for a fact not declared nullable
+        facts = {k: v for k, v in dataset.facts(i).items() if k in fact_names}
         items_in.append({"facts": facts, "text": text})
     t0 = time.perf_counter()
     decisions = []

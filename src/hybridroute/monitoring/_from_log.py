@@ -7,27 +7,40 @@ what the router did *not* auto-route and user feedback comes from whoever chose 
 it. Labels are taken in the order they were recorded, which is the order a monitor
 watching the log live would have seen them.
 
-An audited decision is correct when its gold next step (if the outcome gives one) is the
-destination the router selected, otherwise when its gold intent is the label it
-predicted. A decision with several audit outcomes counts once, by its first; the others
-are counted as conflicts. Each label is weighted ``π_min / π`` by its inclusion
-probability ``π`` (``audit_p``), ``π_min`` the smallest rate among this version's audited
-decisions; with one constant audit rate every weight is 1.
+Each audited decision counts once, with the label :func:`._labels.settle_labels` gives
+it from its ``audit`` and ``adjudication`` outcomes (the rule the monitor, recalibration
+and the promotion gate share): correct when its gold next step (if the label gives one) is
+the destination the router selected, otherwise when its gold intent is the label it
+predicted; a *disputed* decision (its audit labels disagree and no adjudication settles
+them) counts as wrong, whatever order its outcomes were written in. Outcomes that name a
+label or destination the router version does not have, or that were observed before the
+decision, are left out and reported (``invalid_outcomes``). Each label is weighted
+``π_min / π`` by its inclusion probability ``π`` (``audit_p``), ``π_min`` the smallest
+rate among this version's audited decisions; with one constant audit rate every weight
+is 1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..contracts import ReasonCode
+from ._labels import (
+    DEFAULT_MAX_DISPUTED_SHARE,
+    check_max_disputed_share,
+    settle_labels,
+    vocabularies_for,
+)
 from ._monitor import PrecisionMonitor, traffic_shift
 
 OUT_OF_SCOPE = ReasonCode.OUT_OF_SCOPE.value
 #: The decision columns the monitor reads (besides ``seq``).
 _READ = (
     "decision_id",
+    "router",
     "router_version",
+    "logged_at",
     "label",
     "selected_destination",
     "audit_p",
@@ -35,12 +48,6 @@ _READ = (
 )
 
 __all__ = ["monitor_log"]
-
-
-def _correct(outcome: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
-    if outcome.get("gold_next_step") is not None:
-        return bool(outcome["gold_next_step"] == row["selected_destination"])
-    return bool(outcome.get("gold_intent") == row["label"])
 
 
 def _label_mix(log: Any, version: str, oos_label: str) -> dict[str, int]:
@@ -65,6 +72,8 @@ def monitor_log(
     router_version: str | None = None,
     window: int = 200,
     reference: Mapping[str, Any] | None = None,
+    routers: Iterable[Any] = (),
+    max_disputed_share: float = DEFAULT_MAX_DISPUTED_SHARE,
 ) -> dict[str, Any]:
     """The monitor's state for one router version of ``log``.
 
@@ -86,6 +95,12 @@ def monitor_log(
         :func:`traffic_shift` of the version's live classified decisions (stages ``model``
         and ``policy``: predicted labels, out-of-scope decisions as the out-of-scope label)
         against it; otherwise ``None``.
+    routers : iterable of HybridRouter, optional
+        Routers whose vocabulary (labels, out-of-scope label, destinations) checks the
+        outcomes of their version when the log has none registered.
+    max_disputed_share : float, default 0.05
+        Flag the labels (``disputes["exceeded"]``) when more than this share of the
+        labelled decisions is disputed.
 
     Returns
     -------
@@ -93,14 +108,21 @@ def monitor_log(
         :meth:`PrecisionMonitor.to_dict` (``status``, ``labels``, ``precision`` ->
         ``{estimate, lower, upper}``, ``target``, ``delta``, ``breach``) plus
         ``router_version``, ``audited`` (decisions selected for audit), ``pending``
-        (audited, no audit outcome yet), ``conflicting_outcomes`` and ``shift``.
+        (audited, without a counted outcome yet), ``disputes`` (``labelled``,
+        ``disputed``, ``adjudicated``, ``share``, ``max_share``, ``exceeded``),
+        ``invalid_outcomes`` (``count`` and the first ``examples`` of the audit outcomes
+        left out; ``shadow`` and ``audit_not_audited``: stored outcomes of the version's
+        shadow decisions, and audit outcomes of its unaudited ones, never read) and
+        ``shift``.
 
     Raises
     ------
     ValueError
         When ``router_version`` is ``None`` and several versions have audited decisions,
-        or when the log holds no audited decision of that version.
+        when the log holds no audited decision of that version, or when the log knows no
+        vocabulary of the version (and no router of it is given).
     """
+    max_disputed_share = check_max_disputed_share(max_disputed_share)
     audited: dict[str, dict[str, Any]] = {}
     versions: set[str] = set()
     counts = reference.get("label_counts") if reference is not None else None
@@ -122,27 +144,22 @@ def monitor_log(
             f"the log holds no audited decision of {which}: route with an audit rate "
             "(--audit-rate and HYBRIDROUTE_AUDIT_KEY) first"
         )
+    keys = {(str(r["router"]), str(r["router_version"])) for r in audited.values()}
+    labels = settle_labels(
+        log.outcomes(),
+        audited,
+        sources=("audit",),
+        vocabularies=vocabularies_for(log, keys, routers),
+    )
     pi_min = min(float(r["audit_p"]) for r in audited.values())
     monitor = PrecisionMonitor(target, delta, window=window)
-    seen: set[str] = set()
-    corrects: list[float] = []
-    weights: list[float] = []
-    times: list[str | None] = []
-    conflicts = 0
-    for outcome in log.outcomes():
-        labelled = audited.get(outcome["decision_id"])
-        if outcome.get("source") != "audit" or labelled is None:
-            continue
-        row = labelled
-        if outcome["decision_id"] in seen:
-            conflicts += 1
-            continue
-        seen.add(outcome["decision_id"])
-        corrects.append(1.0 if _correct(outcome, row) else 0.0)
-        weights.append(pi_min / float(row["audit_p"]))
-        times.append(outcome.get("recorded_at"))
-    if corrects:
-        monitor.update_many(corrects, weights, times=times)
+    ordered = labels.ordered()
+    if ordered:
+        monitor.update_many(
+            [1.0 if lb.correct(audited[lb.decision_id]) else 0.0 for lb in ordered],
+            [pi_min / float(audited[lb.decision_id]["audit_p"]) for lb in ordered],
+            times=[lb.recorded_at for lb in ordered],
+        )
     out = monitor.to_dict()
     version = next(iter(versions)) if router_version is None else router_version
     live_mix = _label_mix(log, version, oos_label) if counts else None
@@ -155,7 +172,11 @@ def monitor_log(
         router_version=version,
         shift=shift,
         audited=len(audited),
-        pending=len(audited) - len(seen),
-        conflicting_outcomes=conflicts,
+        pending=len(audited) - len(ordered),
+        disputes=labels.disputes(max_disputed_share),
+        invalid_outcomes={
+            **labels.invalid_report(),
+            **log.misplaced_outcomes(router_version=version),
+        },
     )
     return out

@@ -28,6 +28,14 @@ passes; a check that cannot decide says ``insufficient`` and fails rather than g
      never audited. Only a ``human_review`` outcome labels them, and it is taken as it is;
      one without counts as wrong for the lower bound and right for the upper one.
 
+   Each decision's label is settled by the rule the monitor and recalibration share
+   (:mod:`._labels`): outcomes that disagree make a decision *disputed* (counted as wrong
+   for the lower bound and right for the upper one, like a pending audit) until an outcome
+   of source ``adjudication`` settles it; outcomes naming a label or destination the
+   incumbent's version does not have, or observed before the decision, are left out and
+   reported. When more than ``max_disputed_share`` of the labelled inputs are disputed,
+   the check fails: the labels themselves are in question.
+
    Inputs that cannot be replayed (sensitive facts stored hashed and read by a rule) count
    as auto-routed and wrong (lower) or right (upper). The bounds are of the precision over
    the logged window, each holding with probability at least ``1 - δ`` over the audit draw,
@@ -64,11 +72,11 @@ from types import MappingProxyType
 from typing import Any
 
 from ..exceptions import InputError, UserInputError
+from ._labels import DEFAULT_MAX_DISPUTED_SHARE
 from ._promote_checks import (
     _ASPECTS,
     GateCheck,
     _disagreement_check,
-    _first_outcomes,
     _hashed_reason,
     _Item,
     _live_key,
@@ -77,6 +85,7 @@ from ._promote_checks import (
     _precision_check,
     _read_by_rules,
     _rules_check,
+    _settled,
     _view,
 )
 
@@ -399,6 +408,7 @@ def promotion_gate(
     seed: int = 0,
     max_listed: int = 20,
     include_calibration_audits: bool = False,
+    max_disputed_share: float = DEFAULT_MAX_DISPUTED_SHARE,
 ) -> PromotionReport:
     """Decide whether ``candidate`` may replace ``incumbent`` (see the module docstring).
 
@@ -436,6 +446,9 @@ def promotion_gate(
         provenance names this log, the incumbent and a ``seq`` window) is judged only on
         the incumbent's decisions outside that window: its threshold was chosen on those
         audits, so they would flatter it.
+    max_disputed_share : float, default 0.05
+        The precision check fails when more than this share of the labelled inputs it
+        judges is disputed (see :mod:`._labels`).
 
     Returns
     -------
@@ -446,7 +459,8 @@ def promotion_gate(
     ------
     UserInputError
         Both routers are one version; an option out of range; no target known; the log holds
-        no live decision of the incumbent, or none of them was audited.
+        no live decision of the incumbent, or none of them was audited; the log knows no
+        vocabulary of the incumbent's version and ``incumbent`` is not that version.
     """
     where = str(getattr(log, "where", "the decision log"))
     if (incumbent.name, incumbent.version) == (candidate.name, candidate.version):
@@ -456,6 +470,7 @@ def promotion_gate(
         )
     target, delta, target_note = _promise(incumbent, candidate, target, delta, where)
     alpha = _fraction(alpha, "alpha")
+    max_disputed_share = _fraction(max_disputed_share, "the largest disputed share", closed=True)
     if max_disagreement is not None:
         max_disagreement = _fraction(max_disagreement, "the largest disagreement", closed=True)
     if isinstance(max_listed, bool) or int(max_listed) < 0:
@@ -489,7 +504,10 @@ def promotion_gate(
             it.cand, it.source = _view(rec), "shadow"
     rescore = not _same_model(incumbent, candidate)
     _replay_all([it for it in items if it.cand is None], candidate, rescore=rescore)
-    audits, reviews, later = _first_outcomes(log)
+    try:
+        labels = _settled(log, rows, [incumbent])
+    except ValueError as exc:
+        raise InputError(str(exc), path=where) from None
     window = _calibration_window(candidate, incumbent, where)
     fresh = items
     if window is not None and window["this_log"] and not include_calibration_audits:
@@ -511,12 +529,11 @@ def promotion_gate(
         ),
         _precision_check(
             fresh,
-            audits,
-            reviews,
+            labels,
             target=target,
             delta=delta,
             target_note=target_note,
-            later_outcomes=later,
+            max_disputed_share=max_disputed_share,
             candidate_guarantee=candidate.policy.guarantee or {},
             calibration_window=window,
         ),

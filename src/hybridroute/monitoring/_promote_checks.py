@@ -15,7 +15,7 @@ from typing import Any
 
 from .._canonical import hash_canonical
 from ..exceptions import UserInputError
-from ._from_log import _correct
+from ._labels import Label, Labels, settle_labels, vocabularies_for
 
 __all__ = ["CHECK_STATES", "GateCheck", "hypergeometric_bounds", "rules_sha256"]
 
@@ -329,6 +329,7 @@ class _Group:
     audited: int = 0
     correct: int = 0
     pending: int = 0  # audited, no audit outcome yet
+    disputed: int = 0  # audited, its audit labels disagree (wrong for lower, right for upper)
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -336,23 +337,22 @@ class _Group:
             "audited": self.audited,
             "correct": self.correct,
             "pending": self.pending,
+            "disputed": self.disputed,
         }
 
 
-def _first_outcomes(log: Any) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], int]:
-    """The first ``audit`` and ``human_review`` outcome of each decision, and how many later
-    ones of those sources were left out."""
-    firsts: dict[str, dict[str, dict[str, Any]]] = {"audit": {}, "human_review": {}}
-    later = 0
-    for o in log.outcomes():
-        table = firsts.get(o.get("source"))
-        if table is None:
-            continue
-        if o["decision_id"] in table:
-            later += 1
-            continue
-        table[o["decision_id"]] = o
-    return firsts["audit"], firsts["human_review"], later
+def _settled(log: Any, rows: Sequence[Mapping[str, Any]], routers: Sequence[Any]) -> Labels:
+    """The settled labels (:mod:`._labels`) of the incumbent's audited decisions (from
+    their ``audit`` outcomes) and of the decisions it did not auto-route (from their
+    ``human_review`` outcomes); ``adjudication`` settles either."""
+    audited = {r["decision_id"]: r for r in rows if r["stage"] == _AUTO and r.get("audited") == 1}
+    deferred = {r["decision_id"]: r for r in rows if r["stage"] != _AUTO}
+    keys = {(str(r["router"]), str(r["router_version"])) for r in rows}
+    vocabularies = vocabularies_for(log, keys, routers)
+    outcomes = log.outcomes()
+    a = settle_labels(outcomes, audited, sources=("audit",), vocabularies=vocabularies)
+    b = settle_labels(outcomes, deferred, sources=("human_review",), vocabularies=vocabularies)
+    return Labels({**a.by_decision, **b.by_decision}, a.invalid + b.invalid)
 
 
 def _bounds(
@@ -368,9 +368,11 @@ def _bounds(
     est_num = est_den = 0.0
     for p, g in groups.items():
         if p and g.audited:
-            # pending audits count as wrong for the lower bound, right for the upper one
+            # pending and disputed audits count as wrong for the lower bound, right for
+            # the upper one
             k_low = hypergeometric_bounds(g.correct, g.audited, g.n, share)[0]
-            k_high = hypergeometric_bounds(g.correct + g.pending, g.audited, g.n, share)[1]
+            right = g.correct + g.pending + g.disputed
+            k_high = hypergeometric_bounds(right, g.audited, g.n, share)[1]
         else:
             k_low, k_high = 0, g.n  # never audited: anything is possible
         low += k_low
@@ -380,7 +382,7 @@ def _bounds(
             est_num += g.n * g.correct / labelled
             est_den += g.n
     low += deferred["correct"]
-    high += deferred["correct"] + deferred["unlabelled"] + unknown
+    high += deferred["correct"] + deferred["unlabelled"] + deferred["disputed"] + unknown
     est_num += deferred["correct"]
     est_den += deferred["labelled"]
     m = sum(g.n for g in groups.values()) + deferred["n"] + unknown
@@ -393,13 +395,10 @@ def _bounds(
 
 
 def _strata(
-    items: Sequence[_Item],
-    decision_of: Any,
-    audits: Mapping[str, Mapping[str, Any]],
-    reviews: Mapping[str, Mapping[str, Any]],
+    items: Sequence[_Item], decision_of: Any, labels: Labels
 ) -> tuple[dict[float | None, _Group], dict[str, int]]:
     groups: dict[float | None, _Group] = {}
-    deferred = {"n": 0, "labelled": 0, "correct": 0, "unlabelled": 0}
+    deferred = {"n": 0, "labelled": 0, "correct": 0, "unlabelled": 0, "disputed": 0}
     for it in items:
         d = decision_of(it)
         if d is None or d["stage"] != _AUTO:
@@ -411,19 +410,22 @@ def _strata(
             g.n += 1
             if row.get("audited") == 1:
                 g.audited += 1
-                out = audits.get(row["decision_id"])
-                if out is None:
+                label: Label | None = labels.get(row["decision_id"])
+                if label is None:
                     g.pending += 1
+                elif label.disputed:
+                    g.disputed += 1
                 else:
-                    g.correct += _correct(out, d)
+                    g.correct += label.correct(d)
         else:
             deferred["n"] += 1
-            out = reviews.get(row["decision_id"])
-            if out is None:
+            label = labels.get(row["decision_id"])
+            if label is None:
                 deferred["unlabelled"] += 1
             else:
                 deferred["labelled"] += 1
-                deferred["correct"] += _correct(out, d)
+                deferred["disputed"] += label.disputed
+                deferred["correct"] += label.correct(d)
     return groups, deferred
 
 
@@ -444,22 +446,22 @@ def _coverage(m: int, unknown: int, n: int, delta: float) -> dict[str, Any]:
 
 def _precision_check(
     items: Sequence[_Item],
-    audits: Mapping[str, Mapping[str, Any]],
-    reviews: Mapping[str, Mapping[str, Any]],
+    labels: Labels,
     *,
     target: float,
     delta: float,
     target_note: str,
-    later_outcomes: int,
+    max_disputed_share: float,
     candidate_guarantee: Mapping[str, Any],
     calibration_window: Mapping[str, Any] | None,
 ) -> GateCheck:
     n = len(items)
     unknown = sum(1 for it in items if it.cand is None)
-    groups, deferred = _strata(items, lambda it: it.cand, audits, reviews)
+    groups, deferred = _strata(items, lambda it: it.cand, labels)
     m = sum(g.n for g in groups.values()) + deferred["n"]
     bounds = _bounds(groups, deferred, unknown, delta)
-    a_groups, a_deferred = _strata(items, lambda it: _view(it.row["record"]), audits, reviews)
+    a_groups, a_deferred = _strata(items, lambda it: _view(it.row["record"]), labels)
+    disputes = labels.disputes(max_disputed_share, [it.row["decision_id"] for it in items])
     a_m = sum(g.n for g in a_groups.values())
     incumbent = {
         "auto_routed": a_m,
@@ -472,10 +474,12 @@ def _precision_check(
         audited=sum(g.audited for g in groups.values()),
         correct=sum(g.correct for g in groups.values()),
         pending=pending,
+        disputed=sum(g.disputed for g in groups.values()),
     )
     figures = {
         "method": "exact hypergeometric bounds per audit rate (Bonferroni over rates) over "
-        "the logged window; unlabelled inputs count as wrong (lower) and right (upper)",
+        "the logged window; unlabelled and disputed inputs count as wrong (lower) and right "
+        "(upper)",
         "target": target,
         "target_source": target_note,
         "delta": delta,
@@ -493,7 +497,8 @@ def _precision_check(
         },
         "from_incumbent_deferred": deferred,
         "unlabelled": deferred["unlabelled"] + pending + unknown,
-        "outcomes_left_out": later_outcomes,
+        "disputes": disputes,
+        "invalid_outcomes": labels.invalid_report(),
         "incumbent": incumbent,
         "candidate_policy": dict(candidate_guarantee),
         "calibration_window": None if calibration_window is None else dict(calibration_window),
@@ -523,6 +528,16 @@ def _precision_check(
             f" (on the {n} logged input(s) outside its calibration window, seq "
             f"{calibration_window.get('first_seq')}..{calibration_window.get('last_seq')})"
         )
+    if disputes["exceeded"]:
+        return GateCheck(
+            "precision",
+            "fail",
+            f"{said}; but {disputes['disputed']} of the {disputes['labelled']} labelled "
+            f"input(s) are disputed (their labels disagree), more than the "
+            f"{disputes['max_share']:g} allowed: settle them with outcomes of source "
+            "adjudication",
+            figures,
+        )
     if lower is not None and lower >= target:
         return GateCheck("precision", "pass", f"{said}: the lower bound reaches it", figures)
     if upper is not None and upper < target:
@@ -535,6 +550,7 @@ def _precision_check(
                 "the incumbent did not auto-route and no human_review outcome labels",
             ),
             (pending, "audited but still without an audit outcome"),
+            (auto.disputed + deferred["disputed"], "disputed (their labels disagree)"),
             (unknown, "could not be replayed"),
         )
         if count

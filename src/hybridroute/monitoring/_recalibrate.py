@@ -6,8 +6,14 @@ decision id -- independently of its input and of whether it was right. When rate
 each audited decision is kept with probability ``π_min / π`` (a seeded hash of its
 decision id again), so the kept ones are a uniform ``π_min`` sample. Those with an audit
 outcome are the calibration rows: the router's logged calibrated confidence (the incumbent
-policy's scale), and whether it was right (its gold next step is the destination it chose,
-or else its gold intent is the label it predicted -- the monitor's definition).
+policy's scale), and whether it was right under the label its ``audit`` and
+``adjudication`` outcomes give it (:func:`._labels.settle_labels`, the monitor's rule: its
+gold next step is the destination it chose, or else its gold intent is the label it
+predicted; a *disputed* decision counts as wrong, whatever order its outcomes were written
+in). Outcomes naming a label or destination the version does not have, or observed before
+the decision, are left out and reported. When more than ``max_disputed_share`` of the
+labelled decisions are disputed, nothing is certified: the labels themselves are in
+question (adjudicate them first).
 
 **What the new policy certifies.** The incumbent's calibrator and its margin,
 out-of-scope and evidence gates are kept; the auto-route threshold is refitted with the
@@ -30,11 +36,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from .._canonical import canonical_json
-from ._from_log import _correct
+from .._time import parse_utc_time
+from ._labels import (
+    DEFAULT_MAX_DISPUTED_SHARE,
+    Label,
+    check_max_disputed_share,
+    settle_labels,
+    vocabularies_for,
+)
 
 __all__ = ["Recalibration", "recalibrate_from_log"]
 
@@ -55,8 +68,8 @@ class Recalibration:
     policy : Policy
         The new policy (the incumbent's with its threshold refitted).
     report : dict
-        Counts (``audited``, ``labelled``, ``pending``, ``thinned``, ``conflicting_outcomes``,
-        ``calibration_size``), the window (first / last ``seq`` and ``logged_at`` used),
+        Counts (``audited``, ``labelled``, ``pending``, ``thinned``, ``calibration_size``),
+        ``disputes`` and ``invalid_outcomes`` (as the monitor reports them), the window (first / last ``seq`` and ``logged_at`` used),
         the incumbent's and the new threshold, the certificate, and ``data_fingerprint``
         (SHA-256 of the rows the threshold was fitted on).
     """
@@ -68,16 +81,10 @@ class Recalibration:
 def _parse_time(value: str | datetime | None, what: str) -> datetime | None:
     if value is None:
         return None
-    if isinstance(value, datetime):
-        t = value
-    else:
-        try:
-            t = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(
-                f"{what}: {value!r} is not an ISO 8601 time (e.g. 2026-12-01T00:00:00Z)"
-            ) from None
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    try:
+        return parse_utc_time(value)  # a time without a UTC offset is refused, never guessed
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
 
 
 def _keep(decision_id: str, ratio: float, seed: int) -> bool:
@@ -118,6 +125,7 @@ def recalibrate_from_log(
     until: str | datetime | None = None,
     seed: int = 0,
     log_name: str | None = None,
+    max_disputed_share: float = DEFAULT_MAX_DISPUTED_SHARE,
 ) -> Recalibration:
     """Refit ``router``'s auto-route threshold on the audited decisions it logged.
 
@@ -140,6 +148,9 @@ def recalibrate_from_log(
         Seeds the thinning of audits drawn at varying rates.
     log_name : str, optional
         How the provenance names the log (e.g. its URL without a password).
+    max_disputed_share : float, default 0.05
+        Refuse when more than this share of the labelled audited decisions in the window
+        is disputed (see :mod:`._labels`).
 
     Returns
     -------
@@ -149,8 +160,10 @@ def recalibrate_from_log(
     ------
     ValueError
         A version mismatch, a policy whose threshold cannot be refitted this way, a bad
-        window, or no labelled audit in the window.
+        window, no labelled audit in the window, disputes over ``max_disputed_share``, or
+        a version whose vocabulary the log does not know (register it).
     """
+    max_disputed_share = check_max_disputed_share(max_disputed_share)
     version = router.version if router_version is None else str(router_version)
     if version != router.version:
         raise ValueError(
@@ -186,32 +199,43 @@ def recalibrate_from_log(
             + ": route with an audit rate (--audit-rate and HYBRIDROUTE_AUDIT_KEY) first"
         )
     pi_min = min(float(r["audit_p"]) for r in audited.values())
-    labelled: list[tuple[dict[str, Any], Mapping[str, Any]]] = []
-    seen: set[str] = set()
-    conflicts = thinned = 0
-    for outcome in log.outcomes():
-        row = audited.get(outcome["decision_id"])
-        if row is None or outcome.get("source") != "audit":
-            continue
-        if outcome["decision_id"] in seen:
-            conflicts += 1
-            continue
-        seen.add(outcome["decision_id"])
+    keys = {(router.name, version)}
+    labels = settle_labels(
+        log.outcomes(),
+        audited,
+        sources=("audit",),
+        vocabularies=vocabularies_for(log, keys, [router]),
+    )
+    disputes = labels.disputes(max_disputed_share)
+    labelled: list[tuple[dict[str, Any], Label]] = []
+    thinned = 0
+    for label in labels.ordered():
+        row = audited[label.decision_id]
         if not _keep(row["decision_id"], pi_min / float(row["audit_p"]), seed):
             thinned += 1
             continue
-        labelled.append((row, outcome))
+        labelled.append((row, label))
     if not labelled:
         raise ValueError(
             f"none of the {len(audited)} audited decisions of version {version!r} has an "
             "audit outcome yet (hybridroute audits pending lists them)"
         )
+    if disputes["exceeded"]:
+        raise ValueError(
+            f"{disputes['disputed']} of the {disputes['labelled']} labelled audited decisions "
+            f"of version {version!r} are disputed (their audit labels disagree): a share of "
+            f"{disputes['share']:.4f}, more than the {disputes['max_share']:g} allowed, so the "
+            "labels cannot certify a threshold; settle them with outcomes of source "
+            "adjudication (or allow more with --max-disputed-share)"
+        )
     labelled.sort(key=lambda pair: pair[0]["seq"])
     scores = [float(row["confidence"]) for row, _ in labelled]
-    correct = [_correct(outcome, row) for row, outcome in labelled]
+    correct = [label.correct(row) for row, label in labelled]
     fitter.fit(scores, correct)
-    gold = [o.get("gold_intent") for _, o in labelled]
-    labels = [str(g) for g in gold] if all(g is not None for g in gold) else None
+    # the gold intents of the settled rows (a disputed row has none): the label mix
+    settled = [label for _, label in labelled if not label.disputed]
+    gold = [label.gold_intent for label in settled]
+    mix = [str(g) for g in gold] if gold and all(g is not None for g in gold) else None
     rows_doc = [
         [row["decision_id"], float(row["confidence"]), bool(c)]
         for (row, _), c in zip(labelled, correct, strict=True)
@@ -242,10 +266,12 @@ def recalibrate_from_log(
     }
     new = policy.with_refit_threshold(
         fitter,
-        calibration_labels=labels,
+        calibration_labels=mix,
         calibration_data={
             "population": f"audit sample of router {router.name!r} version {version!r}'s "
-            "auto-routed decisions"
+            "auto-routed decisions",
+            # rows fitted on as wrong whose gold intent is disputed (not in label_counts)
+            "disputed": len(labelled) - len(settled),
         },
         provenance=provenance,
     )
@@ -254,10 +280,11 @@ def recalibrate_from_log(
         "router": router.name,
         "router_version": version,
         "audited": len(audited),
-        "labelled": len(seen),
-        "pending": len(audited) - len(seen),
+        "labelled": disputes["labelled"],
+        "pending": len(audited) - disputes["labelled"],
         "thinned": thinned,
-        "conflicting_outcomes": conflicts,
+        "disputes": disputes,
+        "invalid_outcomes": labels.invalid_report(),
         "calibration_size": len(labelled),
         "window": window,
         "incumbent_threshold": old_threshold,

@@ -12,9 +12,11 @@ plus the columns that drift and replay filter on, its ``decision_id`` and its ``
 
 **One decision per request id.** An ``item_id`` given to :meth:`DecisionLog.append` (or a
 request id given to :meth:`~DecisionLog.log_many`) is the caller's request id: the log
-holds at most one decision per (router, router version, request id). A second one is
-skipped (the default; counted in :attr:`DecisionLog.skipped`) or refused with
-:class:`~hybridroute.exceptions.DuplicateDecisionError` (``on_duplicate="error"``). The
+holds at most one decision per (router, router version, request id). A second one for
+the same request is skipped (the default; counted in :attr:`DecisionLog.skipped`) or
+refused with :class:`~hybridroute.exceptions.DuplicateDecisionError`
+(``on_duplicate="error"``); one for another request (another stored snapshot hash) is
+always refused (:class:`~hybridroute.exceptions.RequestIdConflictError`). The
 check runs inside the write transaction (an indexed lookup of the batch's ids under
 SQLite's write lock, then the insert), so it holds across processes and for logs written
 before it existed; rerunning a batch with ids is idempotent. Decisions without an id are
@@ -23,9 +25,12 @@ is a new decision, not a duplicate.
 
 **Schema versions.** Version 2 added ``decision_id`` and ``role``; version 3 the
 ``outcomes`` table (see :mod:`._outcomes`) and the audit columns ``audit_p`` and
-``audited`` (see :mod:`._audit`; ``NULL`` for rows written without an audit sampler). An
-older log is migrated in place when it is opened (one transaction: version-1 rows get
-decision ids and the role ``live``).
+``audited`` (see :mod:`._audit`; ``NULL`` for rows written without an audit sampler);
+version 4 the ``routers`` table (each router version's labels and destinations, see
+:mod:`._vocabulary`) and the outcome source ``adjudication`` (a version-3 outcomes table
+is rebuilt with the wider CHECK, its rows and ``seq`` numbers kept). An older log is
+migrated in place when it is opened (one transaction: version-1 rows get decision ids and
+the role ``live``).
 """
 
 from __future__ import annotations
@@ -40,26 +45,38 @@ from typing import Any
 
 from ..exceptions import ArtifactError
 from ._audit import AuditSampler
+from ._fileguard import FileGuard
 from ._logbase import (
+    Decide,
+    Key,
+    LogBase,
+    Pending,
+    Stored,
+    new_decision_id,
+    record_to_decision,
+)
+from ._outcomes import (
+    OUTCOME_COLUMNS,
+    create_outcomes_sql,
+    outcomes_index_sql,
+    outcomes_table_sql,
+)
+from ._schema import (
     AUDIT_COLUMN_SQL,
     COLUMNS,
     INSERT_COLUMNS,
     ON_DUPLICATE,
     SCHEMA_VERSION,
     STORED_COLUMNS,
-    Key,
-    LogBase,
-    Pending,
-    Stored,
     create_table_sql,
     meta_rows,
-    new_decision_id,
-    record_to_decision,
+    now_iso,
 )
-from ._outcomes import create_outcomes_sql
+from ._vocabulary import create_routers_sql
 
 __all__ = ["COLUMNS", "ON_DUPLICATE", "SCHEMA_VERSION", "DecisionLog", "record_to_decision"]
 
+_SEQ = "INTEGER PRIMARY KEY AUTOINCREMENT"
 _CREATE = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 {create};
@@ -67,12 +84,14 @@ CREATE INDEX IF NOT EXISTS decisions_hash ON decisions (snapshot_hash);
 CREATE INDEX IF NOT EXISTS decisions_version ON decisions (router_version, logged_at);
 CREATE INDEX IF NOT EXISTS decisions_request ON decisions (router, router_version, item_id)
     WHERE item_id IS NOT NULL;
-{outcomes}
+{outcomes};
+{routers}
 """.format(
     create=create_table_sql(
         "decisions", seq="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL", strict=False
     ),
-    outcomes=";\n".join(create_outcomes_sql("outcomes", seq="INTEGER PRIMARY KEY AUTOINCREMENT")),
+    outcomes=";\n".join(create_outcomes_sql("outcomes", seq=_SEQ)),
+    routers=create_routers_sql("routers"),
 )
 # after the migration (a version-1 table has no decision_id to index yet)
 _CREATE_V2 = """
@@ -108,7 +127,7 @@ class DecisionLog(LogBase):
     Parameters
     ----------
     path : str or path-like
-        The log file (created with its directory if missing).
+        The log file (created if missing, in a directory that must exist).
     batch_size : int
         Decisions buffered by :meth:`append` before one transaction writes them all.
     sensitive_fields : iterable of str
@@ -119,11 +138,13 @@ class DecisionLog(LogBase):
         How long a writer waits for another process's write to finish.
     on_duplicate : {"skip", "error"}
         A decision whose ``item_id`` (request id) the log already holds for the same
-        router and router version: ``"skip"`` leaves it out and counts it
-        (:attr:`skipped`, :attr:`last_skipped`); ``"error"`` writes nothing of that
+        router and router version, with the same request: ``"skip"`` leaves it out and
+        counts it (:attr:`skipped`, :attr:`last_skipped`); ``"error"`` writes nothing of that
         flush and raises :class:`~hybridroute.exceptions.DuplicateDecisionError` (the
         refused decisions are dropped from the buffer, the others stay buffered for the
-        next :meth:`flush`). :meth:`log_many` always reports duplicates instead.
+        next :meth:`flush`). :meth:`log_many` always reports duplicates instead. The same
+        id with *another* request is always refused
+        (:class:`~hybridroute.exceptions.RequestIdConflictError`, either setting).
     audit : AuditSampler, optional
         Audit sampling of the live auto-routed decisions written: each live row records
         its inclusion probability (``audit_p``) and whether it was selected
@@ -135,9 +156,6 @@ class DecisionLog(LogBase):
         Decisions skipped as duplicates since the log was opened.
     last_skipped : list of str
         The request ids skipped by the latest flush.
-    last_conflicts : list of str
-        Those of :attr:`last_skipped` whose logged decision was made for another input
-        (another snapshot hash): the caller sent different input under a logged id.
 
     Use as a context manager, or call :meth:`close` (which flushes).
     """
@@ -156,7 +174,9 @@ class DecisionLog(LogBase):
         self._setup(batch_size, sensitive_fields, salt, on_duplicate, audit)
         self.path = Path(path)
         self.where = str(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        from ._url import check_sqlite_file
+
+        check_sqlite_file(self.path, create=True)  # a file, in a directory that exists
         try:
             self._conn = sqlite3.connect(
                 str(self.path),
@@ -173,6 +193,8 @@ class DecisionLog(LogBase):
             self._init_schema()
         except sqlite3.DatabaseError as exc:
             raise ArtifactError(f"not a usable decision log ({exc})", path=self.where) from None
+        # the files this connection writes through (checked around every write)
+        self._guard = FileGuard(str(self.path), self.where)
         if str(mode).lower() != "wal":  # pragma: no cover - e.g. a network filesystem
             raise ArtifactError(
                 f"cannot switch the log to WAL mode (got {mode!r})", path=self.where
@@ -250,6 +272,7 @@ class DecisionLog(LogBase):
             "UPDATE decisions SET decision_id = ? WHERE seq = ?",
             ((new_decision_id(), s) for s in seqs),
         )
+        _widen_outcome_sources(conn)
         conn.execute(
             "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
         )
@@ -258,14 +281,24 @@ class DecisionLog(LogBase):
         )
 
     # ------------------------------------------------------------------ backend hooks
-    def _fail(self, exc: sqlite3.Error) -> ArtifactError:
-        return ArtifactError(f"cannot write the decision log ({exc})", path=self.where)
+    def _fail(
+        self, exc: sqlite3.Error, what: str = "cannot write the decision log"
+    ) -> ArtifactError:
+        return ArtifactError(f"{what} ({exc})", path=self.where)
 
     @contextmanager
-    def _immediate(self) -> Iterator[sqlite3.Connection]:
+    def _immediate(
+        self, what: str = "cannot write the decision log"
+    ) -> Iterator[sqlite3.Connection]:
         """One write transaction under SQLite's write lock: committed when the block ends
-        (unless it rolled back itself), rolled back when it raises."""
+        (unless it rolled back itself), rolled back when it raises.
+
+        The log's files are checked before and after (:class:`~._fileguard.FileGuard`):
+        a commit into a file that was removed or replaced meanwhile raises, so it is
+        never acknowledged.
+        """
         conn = self._conn
+        self._guard.check()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -276,22 +309,30 @@ class DecisionLog(LogBase):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-        except sqlite3.OperationalError as exc:
-            raise self._fail(exc) from None
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc, what) from None
+        self._guard.check()
 
-    def _write(self, rows: list[Pending], *, abort_on_duplicate: bool) -> list[Stored | None]:
+    def _write(
+        self, rows: list[Pending], decide: Decide, *, undo: bool
+    ) -> tuple[list[Stored | None], set[int]]:
         with self._immediate() as conn:
             # the lookup runs under the write lock: no other writer can log an id between
-            # the check and the insert, in this process or any other
+            # the check and the insert, in this process or any other; so what is withheld
+            # is known before anything is inserted (``undo`` is never needed)
             found = self._stored([r.key for r in rows if r.key is not None])
             hits = [None if r.key is None else found.get(r.key) for r in rows]
-            if abort_on_duplicate and any(h is not None for h in hits):
+            withheld = decide(hits)
+            fresh = [
+                r.values
+                for i, (r, h) in enumerate(zip(rows, hits, strict=True))
+                if h is None and i not in withheld
+            ]
+            if fresh:
+                conn.executemany(_INSERT, fresh)
+            else:
                 conn.execute("ROLLBACK")
-                return hits
-            conn.executemany(
-                _INSERT, [r.values for r, h in zip(rows, hits, strict=True) if h is None]
-            )
-        return hits
+        return hits, withheld
 
     def _stored(self, keys: Sequence[Key]) -> dict[Key, Stored]:
         wanted: dict[tuple[str, str], set[str]] = {}
@@ -325,28 +366,27 @@ class DecisionLog(LogBase):
 
     def check_writable(self, *, timeout_s: float = 5.0) -> None:
         """Raise :class:`~hybridroute.exceptions.ArtifactError` naming the log when it
-        cannot be written now (a read-only or vanished file, a lock held too long).
+        cannot be written now: closed, its file removed or replaced since it was opened,
+        the disk holding it (nearly) full, a read-only file, a lock held too long.
 
-        Takes SQLite's write lock (waiting at most ``timeout_s`` for another writer) and
-        writes, then rolls back, one metadata row: nothing is committed.
+        Commits one metadata row (``ready_check``: the time of the check), waiting at most
+        ``timeout_s`` for another writer: the check takes the path a decision's commit
+        takes, fsync included.
         """
         if self._closed:
             raise ArtifactError("the decision log is closed", path=self.where)
-        if not self.path.is_file():
-            raise ArtifactError("the decision log file is gone", path=self.where)
         with self._lock:
+            self._guard.check()
+            self._guard.check_room()
             conn = self._conn
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
                 try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
+                    with self._immediate("the decision log is not writable"):
                         conn.execute(
-                            "INSERT OR REPLACE INTO meta (key, value) VALUES ('writable_check', ?)",
-                            (new_decision_id(),),
+                            "INSERT OR REPLACE INTO meta (key, value) VALUES ('ready_check', ?)",
+                            (now_iso(),),
                         )
-                    finally:
-                        conn.execute("ROLLBACK")
                 finally:
                     conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             except sqlite3.Error as exc:
@@ -357,6 +397,23 @@ class DecisionLog(LogBase):
     def integrity_check(self) -> str:
         """SQLite's own integrity check (``"ok"`` for an intact file)."""
         return str(self._query("PRAGMA integrity_check")[0][0])
+
+
+def _widen_outcome_sources(conn: sqlite3.Connection) -> None:
+    """Rebuild a version-3 outcomes table, whose CHECK on ``source`` predates
+    ``adjudication``, with this version's (rows, ``seq`` numbers and index kept)."""
+    (sql,) = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'outcomes'"
+    ).fetchone()
+    if "'adjudication'" in sql:
+        return
+    conn.execute("DROP TABLE IF EXISTS outcomes_v4")
+    conn.execute(outcomes_table_sql("outcomes_v4", seq=_SEQ))
+    columns = ", ".join(("seq", *OUTCOME_COLUMNS))
+    conn.execute(f"INSERT INTO outcomes_v4 ({columns}) SELECT {columns} FROM outcomes ORDER BY seq")
+    conn.execute("DROP TABLE outcomes")
+    conn.execute("ALTER TABLE outcomes_v4 RENAME TO outcomes")
+    conn.execute(outcomes_index_sql("outcomes"))
 
 
 class _SqliteTx:

@@ -8,9 +8,18 @@ public API on them, so both backends redact, deduplicate, report and read alike.
 **Dedupe rules.** A row with a request id (``item_id``) is keyed on (router, router
 version, request id). Of the rows sharing a key in one call the first is written and the
 others are duplicates of it; a row whose key the log already holds is a duplicate of the
-stored row. A duplicate whose snapshot hash differs from the row it duplicates is a
-*conflict* (the caller sent other input under a logged id). Rows without a request id are
-never duplicates.
+stored row. Rows without a request id are never duplicates.
+
+**A request id names one request** (an idempotency key, as payment APIs treat theirs). A
+duplicate whose stored snapshot hash equals the row it duplicates is the same request
+(the snapshot holds the facts with their defaults, the text and the evidence; router and
+version are in the key) and gets the logged decision back. A duplicate whose hash differs
+is a *conflict*: the caller sent another request under a logged id. A conflict refuses
+its whole *group* -- the entries of one request, e.g. a batch -- and nothing of that group
+is written (:class:`~hybridroute.exceptions.RequestIdConflictError`); other groups of the
+same transaction are unaffected. The comparison uses only the stored hash, which is the
+hash of what the log stores (redacted), so it reveals nothing the stored record does not:
+two requests that differ only in what redaction removed are the same request.
 """
 
 from __future__ import annotations
@@ -18,19 +27,23 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from .._redact import Redactor
-from .._version import __version__
 from ..contracts import Decision
-from ..exceptions import DuplicateDecisionError
+from ..exceptions import DuplicateDecisionError, RequestIdConflictError, UserInputError
 from ._audit import AuditSampler
-from ._outcomes import OutcomeReport, Tx, add_outcomes, check_outcome, pending_audits, read_outcomes
+from ._logoutcomes import LogOutcomes
+from ._schema import (
+    COLUMNS,
+    ON_DUPLICATE,
+    ROLES,
+    SCHEMA_VERSION,
+    now_iso,
+)
 
 __all__ = [
     "COLUMNS",
@@ -42,95 +55,6 @@ __all__ = [
     "record_to_decision",
 ]
 
-#: Version of the log's table layout; a log written by a newer layout is refused.
-#: Version 2 added ``decision_id`` and ``role``; version 3 the outcomes table and the
-#: audit columns ``audit_p`` (inclusion probability) and ``audited``.
-SCHEMA_VERSION = 3
-
-#: What a log does with a second decision for a logged request id (append / flush).
-ON_DUPLICATE = ("skip", "error")
-
-#: The role a logged decision played: answered to the caller, or routed in the shadow.
-ROLES = ("live", "shadow")
-
-#: The columns of a decision row, as :meth:`LogBase.rows` returns them.
-COLUMNS = (
-    "seq",
-    "logged_at",
-    "item_id",
-    "router",
-    "router_version",
-    "stage",
-    "selected_destination",
-    "reason_code",
-    "snapshot_hash",
-    "label",
-    "confidence",
-    "record",
-    "decision_id",
-    "role",
-    "audit_p",
-    "audited",
-)
-#: The SQL type of each column after ``seq`` (``{real}``: the backend's float type;
-#: ``{id_null}``: ``NOT NULL`` where no migrated table may hold a row without one).
-_COLUMN_SQL = {
-    "logged_at": "TEXT NOT NULL",
-    "item_id": "TEXT",
-    "router": "TEXT NOT NULL",
-    "router_version": "TEXT NOT NULL",
-    "stage": "TEXT NOT NULL",
-    "selected_destination": "TEXT NOT NULL",
-    "reason_code": "TEXT NOT NULL",
-    "snapshot_hash": "TEXT NOT NULL",
-    "label": "TEXT",
-    "confidence": "{real}",
-    "record": "TEXT NOT NULL",
-    "decision_id": "TEXT{id_null}",
-    "role": "TEXT NOT NULL DEFAULT 'live'{role_check}",
-    "audit_p": "{real}",
-    "audited": "INTEGER",
-}
-#: The columns version 3 added (``ALTER TABLE`` of an older log).
-AUDIT_COLUMN_SQL = {"audit_p": "{real}", "audited": "INTEGER"}
-
-
-def create_table_sql(table: str, *, seq: str, real: str, strict: bool) -> str:
-    """``CREATE TABLE IF NOT EXISTS`` of the decisions table in a backend's dialect.
-
-    Parameters
-    ----------
-    table : str
-        The table's name.
-    seq : str
-        The type and key clause of ``seq`` (an auto-assigned, increasing integer).
-    real : str
-        The float type (``confidence``).
-    strict : bool
-        ``decision_id NOT NULL`` and a CHECK on ``role`` (a table never migrated from
-        version 1 by ``ALTER TABLE``).
-    """
-    fill = {
-        "real": real,
-        "id_null": " NOT NULL" if strict else "",
-        "role_check": " CHECK (role IN ('live', 'shadow'))" if strict else "",
-    }
-    body = ",\n    ".join(f"{c} {t.format(**fill)}" for c, t in _COLUMN_SQL.items())
-    return f"CREATE TABLE IF NOT EXISTS {table} (\n    seq {seq},\n    {body}\n)"
-
-
-#: The columns an insert writes (``seq`` is assigned by the database).
-INSERT_COLUMNS = COLUMNS[1:]
-#: The columns :meth:`LogBase.lookup` and the dedupe reads of a stored row.
-STORED_COLUMNS = (
-    "item_id",
-    "router",
-    "router_version",
-    "decision_id",
-    "snapshot_hash",
-    "record",
-    "role",
-)
 
 # Keys a JSONL export adds to a record (and record_to_decision strips again).
 _EXPORT_KEYS = ("seq", "logged_at", "item_id", "decision_id", "role")
@@ -139,22 +63,7 @@ _EXPORT_KEYS = ("seq", "logged_at", "item_id", "decision_id", "role")
 _PAGE = 2000
 
 Key = tuple[str, str, str]
-
-
-def now_iso(ts: float | None = None) -> str:
-    """A UTC ISO 8601 time with microseconds (the stored ``logged_at``)."""
-    return datetime.fromtimestamp(time.time() if ts is None else ts, tz=UTC).isoformat(
-        timespec="microseconds"
-    )
-
-
-def meta_rows() -> list[tuple[str, str]]:
-    """The metadata a new log starts with."""
-    return [
-        ("schema_version", str(SCHEMA_VERSION)),
-        ("created_at", now_iso()),
-        ("created_by", f"hybridroute {__version__}"),
-    ]
+Entry = tuple[Decision, Any, str]  # (decision, request id or None, role)
 
 
 def new_decision_id() -> str:
@@ -238,13 +147,26 @@ class Stored:
         return LoggedDecision(self.decision_id, json.loads(self.record), duplicate, self.role)
 
 
+Decide = Callable[[list[Stored | None]], set[int]]
+
+
+@dataclass(slots=True)
+class _Committed:
+    """What one write did: the result per row (``None``: not written, its group refused),
+    the positions of the duplicates and, per refused group, its conflicting positions."""
+
+    results: list[LoggedDecision | None]
+    duplicates: list[int]
+    conflicts: dict[int, list[int]]
+
+
 def record_to_decision(record: Mapping[str, Any]) -> Decision:
     """Rebuild a :class:`Decision` from a stored record, keeping its recorded hash."""
     rec = {k: v for k, v in record.items() if k not in _EXPORT_KEYS}
     return Decision.from_dict(rec, verify_hash=False)
 
 
-class LogBase:
+class LogBase(LogOutcomes):
     """The decision-log API over a backend's hooks (see the module docstring).
 
     Subclasses set :attr:`where` (the log's name in messages: a path, or a URL without
@@ -279,7 +201,6 @@ class LogBase:
         self.batch_size = int(batch_size)
         self.skipped = 0
         self.last_skipped: list[str] = []
-        self.last_conflicts: list[str] = []
         self._redactor = Redactor(sensitive_fields, salt)
         self._buffer: list[Pending] = []
         # one transaction at a time on the connection (the service writes from a thread pool)
@@ -287,10 +208,17 @@ class LogBase:
         self._closed = False
 
     # ------------------------------------------------------------------ backend hooks
-    def _write(self, rows: list[Pending], *, abort_on_duplicate: bool) -> list[Stored | None]:
-        """Insert ``rows`` (distinct keys) in one committed transaction, skipping those whose
-        key is stored; return, per row, ``None`` (written) or the stored row. With
-        ``abort_on_duplicate`` and any stored key, write nothing (roll back)."""
+    def _write(
+        self, rows: list[Pending], decide: Decide, *, undo: bool
+    ) -> tuple[list[Stored | None], set[int]]:
+        """Insert ``rows`` (distinct keys) in one committed transaction.
+
+        Rows whose key is stored are not written; ``decide(hits)`` -- called inside the
+        transaction with the stored row of each row's key (``None``: not stored) --
+        returns the positions that must not be written either. Returns the hits and
+        those positions. ``undo``: the positions may include rows with no stored key (a
+        backend that inserts before it knows must be able to take them back).
+        """
         raise NotImplementedError
 
     def _stored(self, keys: Sequence[Key]) -> dict[Key, Stored]:
@@ -321,6 +249,15 @@ class LogBase:
     ) -> Pending:
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        if item_id is not None:
+            item_id = str(item_id)
+            if self._redactor.scrub_text(item_id) != item_id:
+                # the request id is stored and echoed as it is: a key-shaped id (or one that
+                # quotes a sensitive value) would put a secret in the log's item_id column
+                raise UserInputError(
+                    f"{self.where}: a request id looks like a credential or holds a sensitive "
+                    "value (not shown); use an opaque id"
+                )
         record = self._redactor.apply_decision(decision)
         decision_id = new_decision_id()
         audit_p: float | None = None
@@ -348,61 +285,134 @@ class LogBase:
         return Pending(values, record)
 
     def _commit(
-        self, rows: list[Pending], *, refuse: bool
-    ) -> tuple[list[LoggedDecision], list[int], list[str]]:
+        self, rows: list[Pending], group_of: Sequence[int], *, refuse_duplicates: bool = False
+    ) -> _Committed:
         """Write ``rows`` under the dedupe rules in one transaction.
 
-        Returns the result per row, the positions of the duplicates and the request ids of
-        the conflicts. With ``refuse`` and any duplicate, nothing is written (the results
-        then describe what the write would have done).
+        ``group_of[i]`` is the group of row ``i`` (the entries of one request): a group
+        with a conflict is written not at all. With ``refuse_duplicates`` any duplicate
+        refuses every row (nothing is written; the results then describe what the write
+        would have done). A key may repeat within a group, never across groups.
         """
         first: dict[Key, int] = {}
         earlier: dict[int, int] = {}  # position -> position of the first row with its key
         distinct: list[int] = []
         for pos, row in enumerate(rows):
             key = row.key
-            if key is not None and key in first:
-                earlier[pos] = first[key]
-                continue
             if key is not None:
+                if key in first:
+                    if group_of[first[key]] != group_of[pos]:
+                        raise ValueError(
+                            f"request id {row.item_id!r} is in two groups of one write"
+                        )
+                    earlier[pos] = first[key]
+                    continue
                 first[key] = pos
             distinct.append(pos)
+        state = _Committed([None] * len(rows), [], {})
+
+        def decide(hits: list[Stored | None]) -> set[int]:
+            # called by the backend inside its transaction, once the stored rows are known
+            state.duplicates.clear()
+            state.conflicts.clear()
+            held: dict[int, str] = {}  # position -> the snapshot hash its key stands for
+            for pos, hit in zip(distinct, hits, strict=True):
+                mine = rows[pos].snapshot_hash
+                held[pos] = mine if hit is None else hit.snapshot_hash
+                if hit is not None:
+                    state.duplicates.append(pos)
+            state.duplicates.extend(earlier)
+            for pos in state.duplicates:
+                theirs = held[earlier.get(pos, pos)]
+                if theirs != rows[pos].snapshot_hash:
+                    state.conflicts.setdefault(group_of[pos], []).append(pos)
+            if refuse_duplicates and state.duplicates:
+                return set(range(len(distinct)))
+            return {i for i, pos in enumerate(distinct) if group_of[pos] in state.conflicts}
+
+        multi = len(set(group_of)) < len(rows)  # some group holds several rows
         with self._lock:
-            if refuse and earlier:
-                # refused anyway: only find which of the others are logged, write nothing
-                keys = [rows[p].key for p in distinct]
-                found = self._stored([k for k in keys if k is not None])
-                stored = [None if k is None else found.get(k) for k in keys]
-            else:
-                stored = self._write([rows[p] for p in distinct], abort_on_duplicate=refuse)
-        results: list[LoggedDecision | None] = [None] * len(rows)
-        hashes: dict[int, str] = {}
-        duplicates: list[int] = []
-        conflicting: list[int] = []
-        for pos, hit in zip(distinct, stored, strict=True):
+            hits, withheld = self._write(
+                [rows[p] for p in distinct], decide, undo=multi or refuse_duplicates
+            )
+        for i, (pos, hit) in enumerate(zip(distinct, hits, strict=True)):
             row = rows[pos]
-            if hit is None:
-                results[pos] = LoggedDecision(row.decision_id, row.record, False, row.role)
-                hashes[pos] = row.snapshot_hash
-            else:
-                results[pos] = hit.logged()
-                hashes[pos] = hit.snapshot_hash
-                duplicates.append(pos)
-                if hit.snapshot_hash != row.snapshot_hash:
-                    conflicting.append(pos)
+            if hit is not None:
+                state.results[pos] = hit.logged()
+            elif i not in withheld or refuse_duplicates:
+                state.results[pos] = LoggedDecision(row.decision_id, row.record, False, row.role)
         for pos, to in earlier.items():
-            prior = results[to]
-            assert prior is not None
-            results[pos] = LoggedDecision(prior.decision_id, prior.record, True, prior.role)
-            duplicates.append(pos)
-            if hashes[to] != rows[pos].snapshot_hash:
-                conflicting.append(pos)
-        duplicates.sort()
-        conflicts = [str(rows[p].item_id) for p in sorted(conflicting)]
-        return [r for r in results if r is not None], duplicates, conflicts
+            prior = state.results[to]
+            if prior is not None:
+                state.results[pos] = LoggedDecision(
+                    prior.decision_id, prior.record, True, prior.role
+                )
+        state.duplicates.sort()
+        for positions in state.conflicts.values():
+            positions.sort()
+        return state
+
+    def _conflict(self, rows: Sequence[Pending], positions: Sequence[int], base: int) -> Any:
+        """The :class:`RequestIdConflictError` of one group (``base``: its first row)."""
+        ids = tuple(str(rows[p].item_id) for p in positions)
+        first = rows[positions[0]]
+        shown = ", ".join(repr(i) for i in ids[:5])
+        more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
+        plural = "s" if len(ids) > 1 else ""
+        return RequestIdConflictError(
+            f"request id{plural} {shown}{more} already logged for router {first.values[2]} "
+            f"version {first.values[3]} with another request (its text, facts or evidence "
+            "differ); a request id names one request: send a new request under a new id. "
+            "Nothing of this request was written",
+            path=self.where,
+            item_ids=ids,
+            positions=tuple(p - base for p in positions),
+        )
 
     # ------------------------------------------------------------------ writing
-    def log_many(self, entries: Iterable[tuple[Decision, Any, str]]) -> list[LoggedDecision]:
+    def log_groups(
+        self, groups: Sequence[Sequence[Entry]]
+    ) -> list[list[LoggedDecision] | RequestIdConflictError]:
+        """Log the entries of several requests in one transaction, each all or nothing.
+
+        Parameters
+        ----------
+        groups : sequence of sequences of (Decision, request id or None, role)
+            One group per request (a batch is one group). A request id may not appear in
+            two groups of one call.
+
+        Returns
+        -------
+        list
+            Per group, in order: its :class:`LoggedDecision` list (as :meth:`log_many`
+            returns it), or the :class:`~hybridroute.exceptions.RequestIdConflictError`
+            that refused it (nothing of that group was written; ``positions`` index its
+            entries).
+        """
+        rows: list[Pending] = []
+        group_of: list[int] = []
+        spans: list[tuple[int, int]] = []
+        for g, entries in enumerate(groups):
+            start = len(rows)
+            for decision, request_id, role in entries:
+                rows.append(self._pending(decision, request_id, role))
+                group_of.append(g)
+            spans.append((start, len(rows)))
+        if not rows:
+            return [[] for _ in spans]
+        done = self._commit(rows, group_of)
+        out: list[list[LoggedDecision] | RequestIdConflictError] = []
+        for g, (a, b) in enumerate(spans):
+            bad = done.conflicts.get(g)
+            if bad:
+                out.append(self._conflict(rows, bad, a))
+                continue
+            self.skipped += sum(1 for p in done.duplicates if a <= p < b)
+            part = done.results[a:b]
+            out.append([r for r in part if r is not None])
+        return out
+
+    def log_many(self, entries: Iterable[Entry]) -> list[LoggedDecision]:
         """Log decisions in one transaction, committed before this returns.
 
         Parameters
@@ -416,15 +426,20 @@ class LogBase:
         -------
         list of LoggedDecision
             One per entry, in order: a new row (``duplicate=False``) or the stored row
-            that a duplicate matched (``duplicate=True``, nothing written for it).
-            Independent of the :meth:`append` buffer and of ``on_duplicate``.
+            that a duplicate of the same request matched (``duplicate=True``, nothing
+            written for it). Independent of the :meth:`append` buffer and of
+            ``on_duplicate``.
+
+        Raises
+        ------
+        RequestIdConflictError
+            A request id is logged (or repeated in ``entries``) with another request;
+            nothing of ``entries`` was written.
         """
-        rows = [self._pending(d, rid, role) for d, rid, role in entries]
-        if not rows:
-            return []
-        results, duplicates, _ = self._commit(rows, refuse=False)
-        self.skipped += len(duplicates)
-        return results
+        (result,) = self.log_groups([list(entries)])
+        if isinstance(result, RequestIdConflictError):
+            raise result
+        return result
 
     def lookup(self, router: str, router_version: str, request_id: Any) -> LoggedDecision | None:
         """The logged decision of a request id for a router version.
@@ -501,21 +516,30 @@ class LogBase:
     def flush(self) -> int:
         """Write the buffered decisions in one transaction; return how many were written.
 
-        Decisions skipped as duplicates are not counted (see :attr:`last_skipped`). With
-        ``on_duplicate="error"`` a duplicate refuses the whole flush: the refused decisions
-        are dropped from the buffer, the others stay for the next flush.
+        Decisions skipped as duplicates of the same request are not counted (see
+        :attr:`last_skipped`). A request id logged (or buffered earlier) with another
+        request refuses the whole flush with
+        :class:`~hybridroute.exceptions.RequestIdConflictError`; with
+        ``on_duplicate="error"`` any duplicate refuses it with
+        :class:`~hybridroute.exceptions.DuplicateDecisionError`. Either way the refused
+        decisions are dropped from the buffer and the others stay for the next flush.
         """
         self.last_skipped = []
-        self.last_conflicts = []
         if not self._buffer:
             return 0
         rows, self._buffer = self._buffer, []
         refuse = self.on_duplicate == "error"
         try:
-            _, duplicates, conflicts = self._commit(rows, refuse=refuse)
+            done = self._commit(rows, [0] * len(rows), refuse_duplicates=refuse)
         except BaseException:
             self._buffer = rows + self._buffer  # keep them for a retry; nothing is dropped
             raise
+        bad = done.conflicts.get(0)
+        if bad:
+            dropped = set(bad)
+            self._buffer = [r for i, r in enumerate(rows) if i not in dropped] + self._buffer
+            raise self._conflict(rows, bad, 0)
+        duplicates = done.duplicates
         if refuse and duplicates:
             dropped = set(duplicates)
             self._buffer = [r for i, r in enumerate(rows) if i not in dropped] + self._buffer
@@ -530,7 +554,6 @@ class LogBase:
             )
         self.skipped += len(duplicates)
         self.last_skipped = [str(rows[i].item_id) for i in duplicates]
-        self.last_conflicts = conflicts
         return len(rows) - len(duplicates)
 
     def discard(self) -> int:
@@ -680,91 +703,3 @@ class LogBase:
         frame = pd.DataFrame(list(self.rows(**kw)), columns=list(COLUMNS))
         frame["logged_at"] = pd.to_datetime(frame["logged_at"], utc=True)
         return frame
-
-    # ------------------------------------------------------------------ outcomes, audits
-    def add_outcomes(
-        self,
-        outcomes: Iterable[Mapping[str, Any]],
-        *,
-        rows: Sequence[int] | None = None,
-        path: str | None = None,
-    ) -> OutcomeReport:
-        """Attach outcomes to logged decisions: all or nothing, in one transaction.
-
-        Parameters
-        ----------
-        outcomes : iterable of mapping
-            Each ``{"decision_id": ...}`` or ``{"request_id", "router", "router_version"}``,
-            with ``gold_intent`` and/or ``gold_next_step``, a ``source`` (one of
-            ``human_review``, ``audit``, ``user_feedback``, ``agent_outcome``) and
-            optionally ``at`` (when it was observed: ISO 8601 with a UTC offset; default
-            now). ``None`` values count as absent.
-        rows : sequence of int, optional
-            The row number of each outcome in messages (default 1, 2, ...; a file's
-            reader passes its line numbers).
-        path : str, optional
-            The file they came from, for messages.
-
-        Returns
-        -------
-        OutcomeReport
-            Counts added / already present (an identical outcome: nothing written) and
-            the conflicts (another gold for the same decision and source: written too).
-
-        Raises
-        ------
-        OutcomeError
-            A malformed outcome, or one naming a decision the log does not hold (the
-            message names the row and field); nothing is written.
-        """
-        items = list(outcomes)
-        numbers = list(range(1, len(items) + 1)) if rows is None else list(rows)
-        if len(numbers) != len(items):
-            raise ValueError("rows must give one row number per outcome")
-        now = time.time()
-        checked = [
-            check_outcome(item, row, path=path, now=now)
-            for item, row in zip(items, numbers, strict=True)
-        ]
-        if not checked:
-            return OutcomeReport(0, 0)
-
-        def work(tx: Tx) -> OutcomeReport:
-            return add_outcomes(
-                tx,
-                decisions=self._table,
-                table=self._outcomes_table,
-                outcomes=checked,
-                where=path,
-                new_id=new_decision_id,
-                recorded_at=now_iso(),
-            )
-
-        report: OutcomeReport = self._in_transaction(work)
-        return report
-
-    def outcomes(self, decision_id: str | None = None) -> list[dict[str, Any]]:
-        """The stored outcomes (of ``decision_id`` when given) in the order recorded,
-        each with ``outcome_id``, ``decision_id``, ``gold_intent``, ``gold_next_step``,
-        ``source``, ``observed_at`` and ``recorded_at``."""
-        return read_outcomes(self._query, self._outcomes_table, decision_id)
-
-    def pending_audits(
-        self, *, router_version: str | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
-        """Audited decisions that have no outcome of source ``audit`` yet, oldest first.
-
-        Each is ``{"decision_id", "request_id", "router", "router_version", "logged_at",
-        "audit_p", "selected_destination", "label", "text"}`` (``text``: the snapshot's
-        text as stored, redacted and scrubbed).
-        """
-        if limit is not None and (isinstance(limit, bool) or int(limit) < 1):
-            raise ValueError("limit must be at least 1")
-        return pending_audits(
-            self._query,
-            decisions=self._table,
-            table=self._outcomes_table,
-            router_version=router_version,
-            limit=limit,
-            loads=json.loads,
-        )

@@ -13,10 +13,12 @@ batches take their index locks in the same order (a deadlock, should one still h
 retried). The commit is durable when it returns (PostgreSQL's
 ``synchronous_commit``, on by default).
 
-Tables: ``hybridroute_meta``, ``hybridroute_decisions`` and ``hybridroute_outcomes``
-(names that do not clash in a shared database); the layout is schema version 3 of the
-SQLite log. A version-2 database is brought to version 3 when opened (the audit columns
-added, the outcomes table created, in one transaction). Outcome writes hold an advisory
+Tables: ``hybridroute_meta``, ``hybridroute_decisions``, ``hybridroute_outcomes`` and
+``hybridroute_routers`` (names that do not clash in a shared database); the layout is
+schema version 4 of the SQLite log. An older database is brought to version 4 when opened,
+in one transaction (version 3: the audit columns added, the outcomes table created;
+version 4: the routers table created, the outcomes' CHECK on ``source`` widened to
+``adjudication``). Outcome writes hold an advisory
 lock for their transaction, so the identical / conflict checks hold across replicas.
 """
 
@@ -27,26 +29,26 @@ from typing import Any
 
 from ..exceptions import ArtifactError
 from ._audit import AuditSampler
-from ._logbase import (
+from ._deadline import Deadline
+from ._logbase import Decide, Key, LogBase, Pending, Stored
+from ._outcomes import create_outcomes_sql, sources_check_sql
+from ._schema import (
     AUDIT_COLUMN_SQL,
     INSERT_COLUMNS,
     SCHEMA_VERSION,
     STORED_COLUMNS,
-    Key,
-    LogBase,
-    Pending,
-    Stored,
     create_table_sql,
     meta_rows,
 )
-from ._outcomes import create_outcomes_sql
 from ._url import display_url
+from ._vocabulary import create_routers_sql
 
 __all__ = ["PostgresLog"]
 
 _TABLE = "hybridroute_decisions"
 _META = "hybridroute_meta"
 _OUTCOMES = "hybridroute_outcomes"
+_ROUTERS = "hybridroute_routers"
 # serialises schema creation between processes opening a new database at once
 _SCHEMA_LOCK = 0x6879_6272  # "hybr"
 # serialises outcome writers (their identical / conflict checks)
@@ -77,7 +79,10 @@ CREATE INDEX IF NOT EXISTS {_TABLE}_version ON {_TABLE} (router_version, logged_
 CREATE INDEX IF NOT EXISTS {_TABLE}_role ON {_TABLE} (role, router_version);
 {_ADD_AUDIT};
 CREATE INDEX IF NOT EXISTS {_TABLE}_audited ON {_TABLE} (router_version, seq) WHERE audited = 1;
-{_CREATE_OUTCOMES}
+{_CREATE_OUTCOMES};
+ALTER TABLE {_OUTCOMES} DROP CONSTRAINT IF EXISTS {_OUTCOMES}_source_check;
+ALTER TABLE {_OUTCOMES} ADD CONSTRAINT {_OUTCOMES}_source_check {sources_check_sql()};
+{create_routers_sql(_ROUTERS)}
 """
 
 _TYPES = {"confidence": "float8", "audit_p": "float8", "audited": "int4"}
@@ -96,6 +101,7 @@ _INSERT = (
     "ON CONFLICT (router, router_version, item_id) WHERE item_id IS NOT NULL "
     "DO NOTHING RETURNING decision_id"
 )
+_DELETE_IDS = f"DELETE FROM {_TABLE} WHERE decision_id = ANY(%b::text[])"
 _SELECT_KEYS = (
     f"SELECT {', '.join('d.' + c for c in STORED_COLUMNS)} FROM {_TABLE} d JOIN "
     "unnest(%b::text[], %b::text[], %b::text[]) AS k(router, router_version, item_id) "
@@ -158,12 +164,20 @@ class PostgresLog(LogBase):
         the call instead of hanging it.
     create : bool, default True
         Create the tables when the database has none (``False``: an error instead).
+    call_timeout_s : float or None, optional
+        The client-side deadline of every call (default ``statement_timeout_s`` plus 2 s):
+        a server that stops answering altogether -- frozen, its kernel still acknowledging
+        packets, its own ``statement_timeout`` frozen too -- is given up on after this
+        long (the connection's socket is shut down and replaced on the next call) and
+        the call raises :class:`~hybridroute.exceptions.ArtifactError`. ``None`` with
+        ``statement_timeout_s=None``: no deadline.
     """
 
     _ph = "%s"
     _table = _TABLE
     _meta_table = _META
     _outcomes_table = _OUTCOMES
+    _routers_table = _ROUTERS
 
     def __init__(
         self,
@@ -177,8 +191,18 @@ class PostgresLog(LogBase):
         statement_timeout_s: float | None = 60.0,
         create: bool = True,
         audit: AuditSampler | None = None,
+        call_timeout_s: float | None = None,
     ) -> None:
         self._setup(batch_size, sensitive_fields, salt, on_duplicate, audit)
+        if call_timeout_s is None and statement_timeout_s is not None:
+            call_timeout_s = float(statement_timeout_s) + 2.0
+        if call_timeout_s is not None and not (
+            isinstance(call_timeout_s, int | float) and call_timeout_s > 0
+        ):
+            raise ValueError(f"call_timeout_s must be > 0 or None, got {call_timeout_s!r}")
+        self._call_timeout = call_timeout_s
+        self._deadline = Deadline("hybridroute-pg-deadline")
+        self._armed_for = 0.0
         self.where = display_url(url)
         self._pg = _driver()
         if self._pg is None:
@@ -219,9 +243,27 @@ class PostgresLog(LogBase):
         return text.replace(secret, "***") if secret else text
 
     def _fail(self, exc: BaseException, what: str = "cannot use the decision log") -> ArtifactError:
+        if self._deadline.fired:
+            return ArtifactError(
+                f"{what}: the server did not answer within {self._armed_for:g} s, so the "
+                "call was given up (client-side deadline; the connection is replaced on the "
+                "next call)",
+                path=self.where,
+            )
         return ArtifactError(f"{what} ({self._say(exc)})", path=self.where)
 
+    def _watch(self, conn: Any, seconds: float | None = None) -> Any:
+        """The client-side deadline of one call on ``conn`` (see :mod:`._deadline`)."""
+        seconds = self._call_timeout if seconds is None else seconds
+        self._armed_for = seconds or 0.0
+        try:
+            fd = conn.fileno()
+        except Exception:  # a closed connection: the call fails at once anyway
+            fd = None
+        return self._deadline.armed(seconds, fd)
+
     def _connection(self) -> Any:
+        self._deadline.clear()
         if self._closed:
             raise ArtifactError("the decision log is closed", path=self.where)
         conn = self._conn
@@ -237,6 +279,10 @@ class PostgresLog(LogBase):
 
     def _init_schema(self, create: bool) -> None:
         conn = self._connection()
+        with self._watch(conn):
+            self._init_schema_on(conn, create)
+
+    def _init_schema_on(self, conn: Any, create: bool) -> None:
         try:
             row = conn.execute(
                 f"SELECT to_regclass('{_META}') IS NOT NULL, to_regclass('{_TABLE}') IS NOT NULL"
@@ -283,22 +329,16 @@ class PostgresLog(LogBase):
             raise self._fail(exc, "not a usable decision log") from None
 
     # ------------------------------------------------------------------ backend hooks
-    def _write(self, rows: list[Pending], *, abort_on_duplicate: bool) -> list[Stored | None]:
+    def _write(
+        self, rows: list[Pending], decide: Decide, *, undo: bool
+    ) -> tuple[list[Stored | None], set[int]]:
         pg = self._pg
         arrays = [list(col) for col in zip(*(r.values for r in rows), strict=True)]
         for attempt in range(3):
             conn = self._connection()
             try:
-                if abort_on_duplicate:
-                    with conn.transaction():
-                        written, found = self._insert(conn, rows, arrays)
-                        if found:
-                            raise pg.Rollback()
-                else:
-                    # one statement in autocommit is its own transaction: all its rows or
-                    # none, durable when it returns -- one round trip instead of three
-                    written, found = self._insert(conn, rows, arrays)
-                break
+                with self._watch(conn):
+                    return self._write_on(conn, rows, arrays, decide, undo=undo)
             except pg.errors.DeadlockDetected:  # pragma: no cover - key order prevents it
                 if attempt == 2:
                     raise self._fail(
@@ -306,6 +346,35 @@ class PostgresLog(LogBase):
                     ) from None
             except pg.Error as exc:
                 raise self._fail(exc, "cannot write the decision log") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write_on(
+        self, conn: Any, rows: list[Pending], arrays: list[list[Any]], decide: Decide, *, undo: bool
+    ) -> tuple[list[Stored | None], set[int]]:
+        if undo:
+            # the rows of a refused group may already be inserted when the stored rows are
+            # known: take them back before the transaction commits
+            with conn.transaction():
+                written, found = self._insert(conn, rows, arrays)
+                hits = self._hits(rows, written, found)
+                withheld = decide(hits)
+                back = [rows[i].decision_id for i in withheld if hits[i] is None]
+                if back:
+                    conn.execute(_DELETE_IDS, [back])
+            return hits, withheld
+        # one statement in autocommit is its own transaction: all its rows or none,
+        # durable when it returns -- one round trip instead of three. Each group is one
+        # row here, so a refused group's row is a stored one
+        written, found = self._insert(conn, rows, arrays)
+        hits = self._hits(rows, written, found)
+        withheld = decide(hits)
+        if any(hits[i] is None for i in withheld):  # pragma: no cover - a bug
+            raise RuntimeError("a written row was refused without undo")
+        return hits, withheld
+
+    def _hits(
+        self, rows: list[Pending], written: set[str], found: dict[Key, Stored]
+    ) -> list[Stored | None]:
         out: list[Stored | None] = []
         for r in rows:
             if r.decision_id in written:
@@ -334,12 +403,15 @@ class PostgresLog(LogBase):
         if not wanted:
             return {}
         columns = [list(c) for c in zip(*wanted, strict=True)]
-        try:
-            rows = (conn or self._connection()).execute(_SELECT_KEYS, columns).fetchall()
-        except self._pg.Error as exc:
-            if conn is not None:
-                raise
-            raise self._fail(exc, "cannot read the decision log") from None
+        if conn is not None:  # inside a write (and its deadline)
+            rows = conn.execute(_SELECT_KEYS, columns).fetchall()
+        else:
+            try:
+                own = self._connection()
+                with self._watch(own):
+                    rows = own.execute(_SELECT_KEYS, columns).fetchall()
+            except self._pg.Error as exc:
+                raise self._fail(exc, "cannot read the decision log") from None
         found: dict[Key, Stored] = {}
         for row in rows:
             key, stored = Stored.from_row(row)
@@ -349,7 +421,9 @@ class PostgresLog(LogBase):
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
-                return self._connection().execute(sql.replace("?", "%s"), tuple(args)).fetchall()
+                conn = self._connection()
+                with self._watch(conn):
+                    return conn.execute(sql.replace("?", "%s"), tuple(args)).fetchall()
             except self._pg.Error as exc:
                 raise self._fail(exc, "cannot read the decision log") from None
 
@@ -357,13 +431,14 @@ class PostgresLog(LogBase):
         with self._lock:
             conn = self._connection()
             try:
-                with conn.transaction():
+                with self._watch(conn), conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_OUTCOME_LOCK,))
                     return work(_PgTx(conn))
             except self._pg.Error as exc:
                 raise self._fail(exc, "cannot write the decision log") from None
 
     def _close_connection(self) -> None:
+        self._deadline.stop()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -371,12 +446,13 @@ class PostgresLog(LogBase):
     def check_writable(self, *, timeout_s: float = 5.0) -> None:
         """Raise :class:`~hybridroute.exceptions.ArtifactError` naming the log when it
         cannot be written now: the server does not answer (a new connection waits at most
-        ``connect_timeout_s``, the check's query ``timeout_s``), is a read-only standby, or
-        the user may not insert into the log's table. Writes nothing."""
+        ``connect_timeout_s``, the check's query ``timeout_s`` on the server and about
+        ``timeout_s`` on the client, should the server be frozen), is a read-only standby,
+        or the user may not insert into the log's table. Writes nothing."""
         with self._lock:
             try:
                 conn = self._connection()
-                with conn.transaction():
+                with self._watch(conn, timeout_s + 0.5), conn.transaction():
                     conn.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
                     row = conn.execute(
                         "SELECT pg_is_in_recovery(), current_setting('transaction_read_only'), "

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable
 from typing import Any
 
 from ..exceptions import ArtifactError, InputError
 
-__all__ = ["display_url", "is_url", "open_log", "sqlite_path"]
+__all__ = ["check_sqlite_file", "display_url", "is_url", "open_log", "sqlite_path"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):")
 _POSTGRES = ("postgresql", "postgres")
@@ -80,13 +81,54 @@ def sqlite_path(url: str) -> str:
     return path
 
 
+def check_sqlite_file(path: str | os.PathLike[str], *, create: bool) -> None:
+    """Refuse a SQLite log path that cannot be opened as asked, before SQLite tries.
+
+    The one rule of log paths: a reader (``create=False``) needs an existing log; a writer
+    creates the log *file* when it is missing, in a directory that must exist (a typo in a
+    path never grows a tree of directories), and the directory must take new files (the
+    log and its ``-wal`` / ``-shm`` files). Either way the path must be a regular file when
+    it exists: a directory, a FIFO or a device is refused, as are a parent that is a file,
+    a symlink loop or a name too long.
+
+    Raises
+    ------
+    ArtifactError
+        Naming the path and the reason.
+    """
+    from .._outpaths import output_problem
+
+    shown = os.fsdecode(os.fspath(path))
+    problem = None
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            problem = "is a symbolic link to a path that does not exist"
+        elif not create:
+            problem = "no such decision log"
+        else:
+            problem = output_problem(path, kind="file", parents=False)
+            if problem is not None and "does not exist" in problem:
+                problem += " (a decision log is created only in an existing directory)"
+    except OSError:
+        problem = output_problem(path, kind="file", parents=False)  # says which part
+    else:
+        if stat.S_ISDIR(info.st_mode):
+            problem = "is a directory, not a decision log"
+        elif not stat.S_ISREG(info.st_mode):
+            problem = "is not a regular file (a FIFO, a device or a socket), not a decision log"
+    if problem is not None:
+        raise ArtifactError(problem, path=shown)
+
+
 def _sqlite(
     path: str | os.PathLike[str], create: bool, common: dict[str, Any], options: dict[str, Any]
 ) -> Any:
     from ._log import DecisionLog
 
-    if not create and not os.path.isfile(path):
-        raise ArtifactError("no such decision log", path=os.fspath(path))  # type: ignore[arg-type]
+    if not create:
+        check_sqlite_file(path, create=False)  # DecisionLog checks a writer's path
     return DecisionLog(path, **common, **options)
 
 
@@ -103,6 +145,10 @@ def open_log(
 ) -> Any:
     """Open (creating when missing) the decision log at ``url``.
 
+    A SQLite log is created as a file in an existing directory; a missing directory is an
+    error, never created (:func:`check_sqlite_file`). A reader (``create=False``) refuses
+    a log that does not exist.
+
     Parameters
     ----------
     url : str or path-like
@@ -117,21 +163,23 @@ def open_log(
     on_duplicate : {"skip", "error"}
         What ``append`` / ``flush`` do with a request id already logged.
     create : bool, default True
-        Create the log when there is none; ``False`` (for readers): an
-        :class:`~hybridroute.exceptions.ArtifactError` instead.
+        Create the log when there is none (a SQLite file: in a directory that exists);
+        ``False`` (for readers): an :class:`~hybridroute.exceptions.ArtifactError` instead.
     audit : AuditSampler, optional
         Audit sampling of the live auto-routed decisions this log writes (each records
         its inclusion probability ``audit_p`` and ``audited``); see
         :class:`~hybridroute.records.AuditSampler`. ``None``: no audit.
     **options
-        Backend options: ``busy_timeout_s`` (SQLite), ``connect_timeout_s`` and
-        ``statement_timeout_s`` (PostgreSQL; default 60 s, ``None``: no limit).
+        Backend options: ``busy_timeout_s`` (SQLite), ``connect_timeout_s``,
+        ``statement_timeout_s`` (default 60 s, ``None``: no limit) and ``call_timeout_s``
+        (the client-side deadline of every call, default the statement timeout + 2 s)
+        (PostgreSQL).
 
     Returns
     -------
     DecisionLog or PostgresLog
-        Both have the same API: ``log_many``, ``lookup``, ``check_writable``, ``append`` /
-        ``extend`` / ``flush``, ``rows``, ``records``, ``count``, ``to_jsonl``,
+        Both have the same API: ``log_many``, ``log_groups``, ``lookup``,
+        ``check_writable``, ``append`` / ``extend`` / ``flush``, ``rows``, ``records``, ``count``, ``to_jsonl``,
         ``add_outcomes``, ``outcomes``, ``pending_audits``, ...
 
     Raises
@@ -140,7 +188,8 @@ def open_log(
         ``url`` is not a decision-log URL (the message names it without its password).
     ArtifactError
         The log cannot be opened: not a decision log, a newer schema, a server that does
-        not answer, the PostgreSQL driver not installed.
+        not answer, the PostgreSQL driver not installed; a SQLite path whose directory
+        does not exist or takes no new files, or that is not a regular file.
     """
     common: dict[str, Any] = dict(
         sensitive_fields=sensitive_fields,

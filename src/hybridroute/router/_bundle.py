@@ -13,7 +13,11 @@
 Every field that changes a decision is covered by a checksum verified on load: the
 manifest's own fields (``name``, ``version``, ``oos_label``, ``oos_destination``,
 ``fallback_destination``, the file list) by its ``content_sha256``, every other file by the
-SHA-256 the manifest lists, and the policy and the model by their own seals too. With
+SHA-256 the manifest lists, and the policy and the model by their own seals too. A router
+that redacts personal data from its texts records the kinds in the manifest's optional
+``redact_pii`` field (a list: ``["email", "iban", "card", "phone"]``), sealed with the rest,
+so the loaded router -- and replay against the bundle -- redacts the same way; a bundle
+without the field routes texts as given. With
 ``HYBRIDROUTE_SIGNING_KEY`` set, the bundle is signed when written (manifest, policy and
 model manifest alike) and only signed bundles load (see :mod:`hybridroute._integrity`).
 
@@ -30,12 +34,13 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import _safeio
 from .._integrity import file_sha256, is_sha256_hex, seal, verify
+from .._pii import PII_KINDS, PIIRedaction
 from .._version import __version__
 from ..exceptions import ArtifactError, InputError, UserInputError
 from ._router import HybridRouter
@@ -59,6 +64,8 @@ _FIELDS = (
     "fallback_destination",
     "files",
 )
+#: Manifest fields a bundle may leave out (it then behaves as bundles did before them).
+_OPTIONAL_FIELDS = ("redact_pii",)
 #: Byte limits of the bundle's own JSON files (enforced while reading).
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 DESTINATIONS_MAX_BYTES = 8 * 1024 * 1024
@@ -247,6 +254,8 @@ def save_router(
             "fallback_destination": router.fallback_destination,
             "files": _files(staging),
         }
+        if router.redact_pii is not None:
+            manifest["redact_pii"] = router.redact_pii.to_list()
         _write_json(staging / _MANIFEST, seal(manifest))
         os.chmod(staging, 0o755)  # mkdtemp makes it owner-only
         if root.exists():
@@ -302,7 +311,7 @@ def read_manifest(root: Path) -> dict[str, Any]:
             path=where,
         )
     manifest = verify(doc, path=mwhere, what="bundle manifest")
-    unknown = sorted(set(manifest) - set(_FIELDS))
+    unknown = sorted(set(manifest) - set(_FIELDS) - set(_OPTIONAL_FIELDS))
     _field(not unknown, unknown[0] if unknown else "", "is not a bundle manifest field", mwhere)
     for key in _FIELDS:
         _field(key in manifest, key, "is missing", mwhere)
@@ -316,6 +325,17 @@ def read_manifest(root: Path) -> dict[str, Any]:
         "must be a label or null",
         mwhere,
     )
+    if "redact_pii" in manifest:
+        kinds = manifest["redact_pii"]
+        _field(
+            isinstance(kinds, list)
+            and bool(kinds)
+            and all(isinstance(k, str) and k in PII_KINDS for k in kinds)
+            and len(set(kinds)) == len(kinds),
+            "redact_pii",
+            f"must be a list of distinct kinds of personal data ({', '.join(PII_KINDS)})",
+            mwhere,
+        )
     listed = manifest["files"]
     _field(
         isinstance(listed, dict) and all(is_sha256_hex(v) for v in listed.values()),
@@ -366,7 +386,12 @@ def _read_destinations(path: Path) -> dict[str, str]:
     return mapping
 
 
-def load_router(path: str | os.PathLike[str], *, strict: bool = False) -> HybridRouter:
+def load_router(
+    path: str | os.PathLike[str],
+    *,
+    strict: bool = False,
+    redact_pii: PIIRedaction | bool | str | Sequence[str] | None = None,
+) -> HybridRouter:
     """Load a router bundle, verifying every file, every seal and the policy's model.
 
     Parameters
@@ -375,6 +400,10 @@ def load_router(path: str | os.PathLike[str], *, strict: bool = False) -> Hybrid
         The bundle directory.
     strict : bool, default False
         Passed to :class:`HybridRouter` (raise classifier failures instead of falling back).
+    redact_pii : PIIRedaction, bool, str or sequence of str, optional
+        Kinds of personal data to redact from texts *in addition to* those the bundle
+        records (``True`` or ``"all"``: every kind); the service's ``redact_pii`` setting
+        comes in here. ``None``: as the bundle says.
 
     Raises
     ------
@@ -412,4 +441,14 @@ def load_router(path: str | os.PathLike[str], *, strict: bool = False) -> Hybrid
         oos_destination=manifest["oos_destination"],
         fallback_destination=manifest["fallback_destination"],
         strict=strict,
+        redact_pii=_redaction(manifest.get("redact_pii"), redact_pii),
     )
+
+
+def _redaction(recorded: list[str] | None, extra: Any) -> PIIRedaction | None:
+    """The bundle's redaction joined with the caller's (either may be ``None``)."""
+    mine = PIIRedaction(kinds=tuple(recorded)) if recorded else None
+    more = PIIRedaction.coerce(extra)
+    if mine is None:
+        return more
+    return mine.union(more)

@@ -21,6 +21,13 @@ One decision, step by step:
 5. an auto-routed item that came with evidence is answered only if the evidence is
    complete under the policy's per-source thresholds.
 
+With ``redact_pii`` set, personal data in the text (emails, payment cards, IBANs, phone
+numbers: :class:`hybridroute._pii.PIIRedaction`) is replaced by tokens (``[EMAIL]``...)
+right after the text is checked and before anything else sees it: the classifier, the
+input snapshot and its hash, the decision log and replay all see the same redacted text
+(redaction is idempotent, so a replayed record keeps its snapshot hash). Rules read facts
+only and never see the text either way.
+
 The text is checked where it enters (:meth:`HybridRouter.route`, :meth:`~HybridRouter.route_many`,
 their async twins and :meth:`~HybridRouter.replay`): a string of at most
 :data:`MAX_TEXT_CHARS` characters, valid Unicode (no lone surrogates, which is what
@@ -49,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from .._canonical import hash_canonical
+from .._pii import PIIRedaction
 from .._redact import scrub_text
 from .._safeio import check_text
 from ..classifiers._base import IntentClassifier, RankedLabels
@@ -125,6 +133,12 @@ class HybridRouter:
         Where classifier failures and abstentions go.
     strict : bool
         Raise classifier failures instead of returning fallback decisions.
+    redact_pii : PIIRedaction, bool, str or sequence of str, optional
+        Redact personal data from each text before it is classified, stored or hashed:
+        ``True`` or ``"all"`` for every kind, a list of kinds (``email``, ``iban``,
+        ``card``, ``phone``) or a :class:`~hybridroute._pii.PIIRedaction`. ``None`` (the
+        default): texts are used and stored as given. Kept as the ``redact_pii``
+        attribute (a ``PIIRedaction`` or ``None``) and written into the router's bundle.
 
     Attributes
     ----------
@@ -148,6 +162,7 @@ class HybridRouter:
         oos_destination: str = "human_review",
         fallback_destination: str = "human_review",
         strict: bool = False,
+        redact_pii: PIIRedaction | bool | str | Sequence[str] | None = None,
     ) -> None:
         self.rules = rules
         self.classifier = classifier
@@ -155,6 +170,7 @@ class HybridRouter:
         self.name = str(name)
         self.version = str(version)
         self.strict = bool(strict)
+        self.redact_pii = PIIRedaction.coerce(redact_pii)
         self._logged_causes: set[str] = set()  # fallback causes this router has logged
         classes = tuple(str(c) for c in getattr(classifier, "classes_", ()))
         if not classes:
@@ -350,6 +366,9 @@ class HybridRouter:
         text = item.get("text")
         if text is not None:
             _check_text(text, self.max_text_chars)
+            if self.redact_pii is not None:
+                # before the snapshot, its hash and the classifier: all see the same text
+                text = self.redact_pii.redact(text)
         snapshot: dict[str, Any] = {"facts": valid}
         if text is not None:
             snapshot["text"] = text
@@ -610,8 +629,9 @@ class HybridRouter:
     def with_policy(self, policy: Any, *, version: str) -> HybridRouter:
         """This router with another policy, as version ``version`` (a new router).
 
-        The rules, classifier, destination map and exits are shared; the policy must fit
-        the same classifier (label set and model binding are checked as at construction).
+        The rules, classifier, destination map, exits and PII redaction are shared; the
+        policy must fit the same classifier (label set and model binding are checked as at
+        construction).
         """
         return type(self)(
             rules=self.rules,
@@ -624,14 +644,31 @@ class HybridRouter:
             oos_destination=self.oos_destination,
             fallback_destination=self.fallback_destination,
             strict=self.strict,
+            redact_pii=self.redact_pii,
         )
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, strict: bool = False) -> HybridRouter:
-        """Load a router bundle (see :func:`load_router`)."""
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        strict: bool = False,
+        redact_pii: PIIRedaction | bool | str | Sequence[str] | None = None,
+    ) -> HybridRouter:
+        """Load a router bundle (see :func:`load_router`).
+
+        Parameters
+        ----------
+        path : str or path-like
+            The bundle directory.
+        strict : bool, default False
+            Raise classifier failures instead of returning fallback decisions.
+        redact_pii : PIIRedaction, bool, str or sequence of str, optional
+            Kinds of personal data to redact in addition to those the bundle records.
+        """
         from ._bundle import load_router
 
-        return load_router(path, strict=strict)
+        return load_router(path, strict=strict, redact_pii=redact_pii)
 
     def __repr__(self) -> str:
         return f"HybridRouter(name={self.name!r}, version={self.version!r}, labels={len(self.classes)})"

@@ -8,7 +8,10 @@ token the endpoints are off: 403 ``admin_disabled``, whatever the request holds.
 
 A reloaded bundle is loaded and verified exactly as at start-up
 (:func:`hybridroute.router.load_router`: every checksum, seal and signature, the policy's
-model); a bundle that fails is refused with the loader's words and changes nothing. A
+model); a bundle that fails is refused with the loader's words and changes nothing. Its
+version's labels and destinations are registered in the decision log (outcomes of its
+decisions are checked against them); a bundle whose version the log holds with other
+labels or destinations is refused too (a changed router needs a new version). A
 promotion replaces the router set in one assignment: requests in flight finish on the
 router they started with.
 """
@@ -93,6 +96,27 @@ def _routers_answer(state: ServiceState, **extra: Any) -> JSONResponse:
     return JSONResponse({**extra, "routers": [r.describe() for r in current.all()]})
 
 
+async def _register(state: ServiceState, router: Any) -> None:
+    """Register ``router``'s version in the log (on the committer thread).
+
+    Raises
+    ------
+    RequestProblem
+        422 naming ``path`` when the log holds the version with other labels or
+        destinations; 503 when the log cannot be written now.
+    """
+    from ..records._vocabulary import VocabularyConflictError
+
+    if state.log is None or state.committer is None:
+        raise RequestProblem(503, "unavailable", "the service is not started (no lifespan)")
+    try:
+        await state.committer.call(state.log.register_router, router)
+    except VocabularyConflictError as exc:
+        raise invalid(f"bundle refused: {exc}", "path") from None
+    except UserInputError as exc:  # the log cannot be written now (ArtifactError)
+        raise RequestProblem(503, "unavailable", str(exc)) from None
+
+
 @admin.post("/v1/admin/reload")
 async def reload(request: Request) -> Response:
     """Load ``{"path": BUNDLE, "role": "shadow" | "live"}`` (``shadow`` by default)."""
@@ -105,11 +129,12 @@ async def reload(request: Request) -> Response:
         raise invalid(f"role must be 'shadow' or 'live', got {role!r}", "role")
     path = doc["path"]
     try:
-        loaded = await asyncio.to_thread(load_bundle, path, SHADOW)
+        loaded = await asyncio.to_thread(load_bundle, path, SHADOW, state.config.redact_pii)
     except UserInputError as exc:
         raise invalid(f"bundle refused: {exc}", "path") from None
     except OSError as exc:
         raise invalid(f"bundle refused: {path}: {exc.strerror or exc}", "path") from None
+    await _register(state, loaded.router)
     try:
         state.routers.add_shadow(loaded)
         if role == LIVE:

@@ -8,10 +8,17 @@ Errors: every refusal is ``{"error": {"code", "field", "message"}}`` with a 4xx 
 including an unknown path (404) or method (405). Anything else is a bug: a 500 with the
 same shape and a generic message; the server's log gets the exception's type and where
 it was raised, never its message (which may quote a request) and never a body.
+
+The app's outermost layer (:class:`_Guard`) checks every request at the door
+(:mod:`._edges`: cross-site browser requests 403, bodies not declared JSON 415), bounds
+the time a body may take to arrive (``body_timeout_s``: 408, connection closed), and
+treats a client that goes away mid-request as what it is -- not an internal error: one
+debug line, nothing routed, counted in ``hybridroute_requests_total`` as status 499.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import traceback
@@ -22,11 +29,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .._redact import scrub_text
 from .._version import __version__
 from ..exceptions import UserInputError
 from ._config import ServiceConfig
+from ._edges import check_door, install_access_log_filter
 from ._input import RequestProblem
 from ._routers import LIVE, SHADOW, RouterSet, load_bundle
 from ._state import ServiceState
@@ -62,6 +72,10 @@ _ENDPOINTS = frozenset(
     }
 )
 _SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
+#: Methods named as such in the server's log (anything else: "other").
+_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
+#: The status counted for a request whose client went away before its answer (nginx's).
+CLIENT_GONE = 499
 
 
 def _problem_response(problem: RequestProblem) -> JSONResponse:
@@ -74,27 +88,45 @@ async def _on_problem(request: Request, exc: Exception) -> Response:
     return _problem_response(exc)
 
 
+def _shown_path(request: Request) -> str:
+    # scrubbed before it is cut: a key cut in two no longer looks like one
+    path = scrub_text(request.url.path)
+    return path if len(path) <= 200 else path[:199] + "…"
+
+
 async def _on_http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:
         problem = RequestProblem(
-            404, "not_found", f"no such endpoint: {request.url.path[:200]}; see GET /"
+            404, "not_found", f"no such endpoint: {_shown_path(request)}; see GET /"
         )
     elif exc.status_code == 405:
+        method = request.method if request.method in _METHODS else "(another method)"
         problem = RequestProblem(
             405,
             "invalid_input",
-            f"method {request.method} is not allowed on {request.url.path[:200]}",
+            f"method {method} is not allowed on {_shown_path(request)}",
         )
     else:
         problem = RequestProblem(exc.status_code, "invalid_input", str(exc.detail))
     return _problem_response(problem)
 
 
+def _body_timeout(seconds: float) -> RequestProblem:
+    return RequestProblem(
+        408,
+        "timeout",
+        f"the request body did not arrive within {seconds:g} s (body_timeout_s); the "
+        "connection is closed",
+    )
+
+
 class _Guard:
-    """The outermost layer of the app's own stack: counts and times every request, adds
+    """The outermost layer of the app's own stack: checks every request at the door
+    (origin, media type), bounds the time its body may take, counts and times it, adds
     security headers, and turns an unhandled exception into a JSON 500 (logged by type
-    and place only, never re-raised to the server, whose log would quote its message)."""
+    and place only, never re-raised to the server, whose log would quote its message).
+    A client that goes away is not an error: nothing is answered, one debug line."""
 
     def __init__(self, app: ASGIApp, holder: dict[str, ServiceState]) -> None:
         self.app = app
@@ -105,39 +137,80 @@ class _Guard:
             await self.app(scope, receive, send)
             return
         state = self.holder["state"]
+        config = state.config
         start = time.perf_counter()
         path = scope.get("path", "")
         endpoint = path if path in _ENDPOINTS else "other"
+        method = scope.get("method") if scope.get("method") in _METHODS else "other"
         status = [0]
         done = [False]
+        # the body's deadline runs from the moment the headers are in (this call)
+        deadline = asyncio.get_running_loop().time() + config.body_timeout_s
+        body_in = [False]
+        timed_out = [False]
+        gone = [False]
+
+        def count(code: int) -> None:
+            if not done[0]:
+                done[0] = True
+                state.metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - start)
+                state.metrics.requests.labels(endpoint, str(code)).inc()
+
+        async def receive_wrapper() -> Message:
+            if body_in[0]:
+                message = await receive()
+            else:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        message = await receive()
+                except TimeoutError:
+                    timed_out[0] = True
+                    raise _body_timeout(config.body_timeout_s) from None
+                if message["type"] != "http.request" or not message.get("more_body"):
+                    body_in[0] = True
+            if message["type"] == "http.disconnect":
+                gone[0] = True
+            return message
 
         async def send_wrapper(message: Message) -> None:
+            if gone[0]:
+                return  # nobody to answer (the server would drop it too)
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
-                message["headers"] = [*message.get("headers", []), *_SECURITY_HEADERS]
+                headers = [*message.get("headers", []), *_SECURITY_HEADERS]
+                if timed_out[0]:  # the rest of a late body is not waited for
+                    headers.append((b"connection", b"close"))
+                message["headers"] = headers
             elif message["type"] == "http.response.body" and not message.get("more_body"):
-                if not done[0]:
-                    done[0] = True
-                    state.metrics.request_seconds.labels(endpoint).observe(
-                        time.perf_counter() - start
-                    )
-                    state.metrics.requests.labels(endpoint, str(status[0])).inc()
+                count(status[0])
             await send(message)
 
+        problem = check_door(scope, config.cors_origins)
+        if problem is not None:
+            await _problem_response(problem)(scope, receive, send_wrapper)
+            return
         try:
-            await self.app(scope, receive, send_wrapper)
+            await self.app(scope, receive_wrapper, send_wrapper)
         except Exception as exc:
-            where = traceback.extract_tb(exc.__traceback__)[-3:]
-            logger.error(
-                "internal error on %s %s: %s at %s",
-                scope.get("method"),
-                endpoint,
-                type(exc).__name__,
-                " <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}" for f in reversed(where)),
-            )
-            if status[0] == 0:
-                body = RequestProblem(500, "internal", "internal error (logged by the server)")
-                await JSONResponse(body.body(), status_code=500)(scope, receive, send_wrapper)
+            if isinstance(exc, ClientDisconnect):  # read from a client that went away
+                gone[0] = True
+            else:  # a bug, whether or not the client is still there
+                where = traceback.extract_tb(exc.__traceback__)[-3:]
+                logger.error(
+                    "internal error on %s %s: %s at %s",
+                    method,
+                    endpoint,
+                    type(exc).__name__,
+                    " <- ".join(
+                        f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}" for f in reversed(where)
+                    ),
+                )
+                if status[0] == 0:
+                    body = RequestProblem(500, "internal", "internal error (logged by the server)")
+                    await JSONResponse(body.body(), status_code=500)(scope, receive, send_wrapper)
+        if gone[0] and not done[0]:
+            logger.debug("%s %s: the client went away before its answer", method, endpoint)
+            count(CLIENT_GONE)
 
 
 def create_app(config: ServiceConfig) -> FastAPI:
@@ -171,8 +244,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
     """
     if not isinstance(config, ServiceConfig):
         raise TypeError(f"config must be a ServiceConfig, got {type(config).__name__}")
-    live = load_bundle(config.router, LIVE)
-    shadows = tuple(load_bundle(path, SHADOW) for path in config.shadows)
+    live = load_bundle(config.router, LIVE, config.redact_pii)
+    shadows = tuple(load_bundle(path, SHADOW, config.redact_pii) for path in config.shadows)
     routers = RouterSet(live)
     for shadow in shadows:
         try:
@@ -186,6 +259,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 f"service config field 'segment_fact': {config.segment_fact!r} is not a fact "
                 f"of router {live.name} {live.version} (its facts: {sorted(declared)})"
             )
+    install_access_log_filter()  # uvicorn's access log: no query strings, no credentials
     token = config.admin_token()
     audit = config.audit_sampler()  # a rate without its key fails here, naming the variable
     state = ServiceState(config, routers, token, audit)

@@ -9,6 +9,13 @@ grow on their own.
 
 One committer thread does every write (a log connection is used by one thread at a
 time), off the event loop.
+
+Each request is its own group in the shared transaction
+(:meth:`~hybridroute.records.DecisionLog.log_groups`): a request whose request id already
+names another request is refused alone (``RequestIdConflictError``), the others of the
+transaction are written. Two requests carrying the same request id never share a
+transaction: the later one waits for the next, so it is compared with what the first
+wrote.
 """
 
 from __future__ import annotations
@@ -30,6 +37,37 @@ logger = logging.getLogger(__name__)
 MAX_GROUP = 5000
 
 Entry = tuple[Any, str | None, str]  # (decision, request id, role)
+Key = tuple[str, str, str]
+
+
+def _keys(entries: Sequence[Entry]) -> set[Key]:
+    return {(d.router, d.router_version, str(rid)) for d, rid, _ in entries if rid is not None}
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a commit failed, for the client: the error's message without the log's name
+    (a path or URL of the server's), scrubbed, on one line."""
+    text = " ".join(str(exc).split())
+    where = getattr(exc, "path", None)
+    if where and text.startswith(f"{where}: "):
+        text = text[len(where) + 2 :]
+    elif where:
+        text = text.replace(str(where), "the log")
+    return scrub_text(text)[:300] or type(exc).__name__
+
+
+class _Request:
+    """One submitted request: its groups (one, or one per entry) and its future."""
+
+    __slots__ = ("future", "groups", "keys", "size")
+
+    def __init__(
+        self, groups: list[list[Entry]], future: asyncio.Future[list[Any]], keys: set[Key]
+    ) -> None:
+        self.groups = groups
+        self.future = future
+        self.keys = keys
+        self.size = sum(len(g) for g in groups)
 
 
 class LogUnavailable(Exception):
@@ -42,7 +80,7 @@ class GroupCommitter:
     Parameters
     ----------
     log : object
-        A decision log with ``log_many(entries) -> list[LoggedDecision]`` (see
+        A decision log with ``log_groups(groups)`` (see
         :func:`hybridroute.records.open_log`).
     window_s : float
         How long the first entry of a group waits for others.
@@ -59,7 +97,7 @@ class GroupCommitter:
         self._log = log
         self._window = float(window_s)
         self._on_commit = on_commit
-        self._pending: list[tuple[Sequence[Entry], asyncio.Future[list[Any]]]] = []
+        self._pending: list[_Request] = []
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -74,13 +112,20 @@ class GroupCommitter:
             self._wake = asyncio.Event()
             self._task = loop.create_task(self._run(), name="hybridroute-group-commit")
 
-    async def submit(self, entries: Sequence[Entry]) -> list[Any]:
+    async def submit(self, entries: Sequence[Entry], *, atomic: bool = True) -> list[Any]:
         """Log ``entries`` (in order) and return their logged decisions once committed.
+
+        ``atomic``: the entries are one request, written all or nothing; otherwise each
+        entry stands alone (shadow decisions) and one whose request id names another
+        request comes back as ``None``.
 
         Raises
         ------
         LogUnavailable
             The transaction that held them failed (nothing of it was written).
+        RequestIdConflictError
+            (``atomic``) A request id of ``entries`` is logged with another request;
+            nothing of ``entries`` was written.
         """
         if self._closed:
             raise LogUnavailable("the service is shutting down")
@@ -89,9 +134,17 @@ class GroupCommitter:
         self._ensure_running()
         assert self._loop is not None and self._wake is not None
         future: asyncio.Future[list[Any]] = self._loop.create_future()
-        self._pending.append((entries, future))
+        keys = _keys(entries)
+        alone = not atomic and len(keys) == sum(rid is not None for _, rid, _ in entries)
+        groups = [[e] for e in entries] if alone else [list(entries)]
+        self._pending.append(_Request(groups, future, keys))
         self._wake.set()
-        return await future
+        result = await future
+        if alone:
+            return [None if isinstance(r, Exception) else r[0] for r in result]
+        if isinstance(result[0], Exception):
+            raise result[0]
+        return list(result[0])
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the committer thread (reads of the log, its checks)."""
@@ -109,46 +162,55 @@ class GroupCommitter:
             if self._window > 0 and not self._closed and self._last_requests > 1:
                 await asyncio.sleep(self._window)
             wake.clear()
-            group, size = [], 0
-            while self._pending and size < MAX_GROUP:
-                entries, future = self._pending.pop(0)
-                group.append((entries, future))
-                size += len(entries)
+            group: list[_Request] = []
+            size = 0
+            taken: set[Key] = set()  # request ids in this transaction, or waiting
+            rest: list[_Request] = []
+            for req in self._pending:
+                # a request id in two requests of one transaction: the later waits (and so
+                # does any later request sharing an id with a waiting one), so each is
+                # compared with what the one before it wrote, in arrival order
+                if size >= MAX_GROUP or not taken.isdisjoint(req.keys):
+                    rest.append(req)
+                    taken |= req.keys
+                    continue
+                group.append(req)
+                size += req.size
+                taken |= req.keys
+            self._pending = rest
             if self._pending:
                 wake.set()  # the rest makes the next group at once
             self._last_requests = len(group)
-            flat = [e for entries, _ in group for e in entries]
-            if not flat:
+            groups = [g for req in group for g in req.groups]
+            if not groups:
                 continue
             start = time.perf_counter()
             try:
-                results = await loop.run_in_executor(self._executor, self._log.log_many, flat)
+                results = await loop.run_in_executor(self._executor, self._log.log_groups, groups)
             except Exception as exc:
                 # the message may quote the log's URL: scrubbed, and never a request body
                 logger.error(
                     "decision log commit of %d decision(s) failed: %s: %s",
-                    len(flat),
+                    size,
                     type(exc).__name__,
                     scrub_text(str(exc)),
                 )
-                failure = LogUnavailable(
-                    f"the decision log could not be written ({type(exc).__name__})"
-                )
-                for _, future in group:
-                    if not future.done():
-                        future.set_exception(failure)
+                failure = LogUnavailable(f"the decision log could not be written: {_reason(exc)}")
+                for req in group:
+                    if not req.future.done():
+                        req.future.set_exception(failure)
                 continue
             if self._on_commit is not None:
                 try:
-                    self._on_commit(len(flat), time.perf_counter() - start)
+                    self._on_commit(size, time.perf_counter() - start)
                 except Exception as exc:  # a metrics bug must not stop every answer
                     logger.error("commit callback failed: %s", type(exc).__name__)
             pos = 0
-            for entries, future in group:
-                part = list(results[pos : pos + len(entries)])
-                pos += len(entries)
-                if not future.done():  # a client that went away: its decisions are logged
-                    future.set_result(part)
+            for req in group:
+                part = results[pos : pos + len(req.groups)]
+                pos += len(req.groups)
+                if not req.future.done():  # a client that went away: its decisions are logged
+                    req.future.set_result(part)
 
     async def aclose(self) -> None:
         """Commit what is pending, then stop (the log itself is closed by its owner)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,6 +18,8 @@ from ..exceptions import UserInputError
 
 __all__ = [
     "ADMIN_TOKEN_ENV",
+    "DEFAULT_BODY_TIMEOUT_S",
+    "DEFAULT_HEADER_TIMEOUT_S",
     "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_BODY_BYTES",
     "ServiceConfig",
@@ -36,6 +39,17 @@ DEFAULT_STATUS_WINDOW = 1000
 DEFAULT_SHADOW_QUEUE = 10_000
 #: Distinct values of the segment fact counted on their own in /metrics (then "other").
 DEFAULT_MAX_SEGMENTS = 50
+#: Seconds a request's body may take to arrive once its headers are in (then 408).
+DEFAULT_BODY_TIMEOUT_S = 15.0
+#: Seconds a request's headers may take to arrive (``hybridroute serve``; then 408).
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+#: The longest one decision-log call may take (lock wait, statement, client deadline).
+DEFAULT_LOG_TIMEOUT_S = 60.0
+#: Longest either timeout may be set to, in seconds.
+MAX_TIMEOUT_S = 3600.0
+#: An origin as a browser sends it: scheme, host, optional port; nothing else.
+_ORIGIN_RE = re.compile(r"https?://(?:[a-z0-9.\-]+|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?")
+_DEFAULT_PORT = {"http": ":80", "https": ":443"}
 
 
 def _config_error(name: str, message: str) -> UserInputError:
@@ -46,6 +60,34 @@ def _int_at_least(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise _config_error(name, f"must be an integer of at least {low:,}, got {value!r}")
     return value
+
+
+def _seconds(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _config_error(name, f"must be a number of seconds, got {value!r}")
+    if not 0 < value <= MAX_TIMEOUT_S:
+        raise _config_error(
+            name, f"must be above 0 and at most {MAX_TIMEOUT_S:g} seconds, got {value!r}"
+        )
+    return float(value)
+
+
+def _origins(values: Iterable[str] | str) -> tuple[str, ...]:
+    out = _names("cors_origins", values)
+    for v in out:
+        if v == "*":
+            raise _config_error(
+                "cors_origins", "'*' would let any web page call the router; list the origins"
+            )
+        if not _ORIGIN_RE.fullmatch(v.lower()):
+            raise _config_error(
+                "cors_origins",
+                f"{v[:100]!r} is not an origin; write it as a browser sends it: "
+                "scheme://host[:port] (e.g. https://ops.example.com), no path",
+            )
+    # as browsers send them: lower case, no default port
+    shown = (v.lower().removesuffix(_DEFAULT_PORT[v.lower().split(":", 1)[0]]) for v in out)
+    return tuple(dict.fromkeys(shown))
 
 
 def _names(name: str, values: Iterable[str] | str) -> tuple[str, ...]:
@@ -82,8 +124,10 @@ class ServiceConfig:
         human-review rates down by (for example a queue or a customer tier). It may not
         be a sensitive fact.
     cors_origins : sequence of str, default ()
-        Origins allowed to call the API from a browser. None by default: no CORS
-        middleware is installed and browsers refuse cross-origin calls.
+        Origins (``scheme://host[:port]``) allowed to call the API from a browser. None by
+        default: no CORS middleware is installed, and a request that a browser marks as
+        cross-site (``Sec-Fetch-Site``, or an ``Origin`` that is not the service's own)
+        is refused (403 ``forbidden_origin``) before it reaches an endpoint.
     sensitive_facts : sequence of str, default ()
         Facts stored in the log (and answered) as salted HMACs, as ``--sensitive`` does.
     salt : str, optional
@@ -113,6 +157,27 @@ class ServiceConfig:
         a keyed hash of the decision id (key: ``HYBRIDROUTE_AUDIT_KEY``, required when
         the rate is above 0, never stored); each live decision records its inclusion
         probability. Auditing never changes what is routed.
+    body_timeout_s : float, default 15
+        Seconds a request's body may take to arrive once its headers are in; a slower
+        (or stalled) body is answered 408 ``timeout`` and its connection closed, nothing
+        routed. Enforced by the app itself, under any ASGI server.
+    header_timeout_s : float, default 10
+        Seconds a connection may take to send a request's headers (from the moment it
+        opens, or from the previous answer on a kept-alive connection); a slower one is
+        answered 408 and closed. Enforced by the server protocol that
+        ``hybridroute serve`` runs (:mod:`hybridroute.service._protocol`); another ASGI
+        server applies its own header timeout, if any.
+    log_timeout_s : float, default 60
+        The longest one call of the decision log may take before the request waiting for
+        it is answered 503: SQLite's wait for its write lock (``busy_timeout_s``);
+        PostgreSQL's ``statement_timeout`` on the server, and a client-side deadline 2 s
+        later for a server that stops answering altogether.
+    redact_pii : sequence of str, default ()
+        Kinds of personal data (``email``, ``iban``, ``card``, ``phone``; ``["all"]`` or
+        ``True`` for every kind) that the live router and every shadow redact from texts
+        before routing and logging, in addition to what their bundles record. Empty: each
+        router redacts what its bundle says (by default nothing: texts are logged as
+        given). Normalized to the kinds, in a fixed order.
     """
 
     router: str | os.PathLike[str]
@@ -131,6 +196,10 @@ class ServiceConfig:
     shadow_queue: int = DEFAULT_SHADOW_QUEUE
     max_segments: int = DEFAULT_MAX_SEGMENTS
     audit_rate: float = 0.0
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    log_timeout_s: float = DEFAULT_LOG_TIMEOUT_S
+    redact_pii: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.router, (str, os.PathLike)) or not os.fspath(self.router):
@@ -154,11 +223,12 @@ class ServiceConfig:
             not isinstance(self.segment_fact, str) or not self.segment_fact
         ):
             raise _config_error("segment_fact", f"must be a fact name, got {self.segment_fact!r}")
-        object.__setattr__(self, "cors_origins", _names("cors_origins", self.cors_origins))
-        if "*" in self.cors_origins:
-            raise _config_error(
-                "cors_origins", "'*' would let any web page call the router; list the origins"
-            )
+        object.__setattr__(self, "cors_origins", _origins(self.cors_origins))
+        object.__setattr__(self, "body_timeout_s", _seconds("body_timeout_s", self.body_timeout_s))
+        object.__setattr__(
+            self, "header_timeout_s", _seconds("header_timeout_s", self.header_timeout_s)
+        )
+        object.__setattr__(self, "log_timeout_s", _seconds("log_timeout_s", self.log_timeout_s))
         object.__setattr__(self, "sensitive_facts", _names("sensitive_facts", self.sensitive_facts))
         if self.segment_fact is not None and self.segment_fact in self.sensitive_facts:
             raise _config_error(
@@ -183,6 +253,33 @@ class ServiceConfig:
             object.__setattr__(self, "audit_rate", check_rate(self.audit_rate, "it"))
         except UserInputError as exc:
             raise _config_error("audit_rate", str(exc).removeprefix("it ")) from None
+        from .._pii import PIIRedaction
+
+        try:
+            redaction = PIIRedaction.coerce(self.redact_pii, what="it")
+        except UserInputError as exc:
+            raise _config_error("redact_pii", str(exc).removeprefix("it: ")) from None
+        object.__setattr__(self, "redact_pii", () if redaction is None else redaction.kinds)
+
+    def open_log(self, **kw: Any) -> Any:
+        """The decision log of this config (:func:`hybridroute.records.open_log`), with its
+        sensitive facts, salt and :attr:`log_timeout_s`; ``kw`` adds options (``audit``)."""
+        from ..records import open_log
+        from ..records._url import is_url
+
+        scheme = self.log.split(":", 1)[0].lower() if is_url(self.log) else "sqlite"
+        timeout: dict[str, Any] = (
+            {"busy_timeout_s": self.log_timeout_s}
+            if scheme == "sqlite"
+            else {"statement_timeout_s": self.log_timeout_s}
+        )
+        return open_log(
+            self.log,
+            sensitive_fields=self.sensitive_facts,
+            salt=self.salt,
+            **timeout,
+            **kw,
+        )
 
     def audit_sampler(self) -> Any:
         """The :class:`~hybridroute.records.AuditSampler` of :attr:`audit_rate` (key from

@@ -39,6 +39,10 @@ __all__ = [
 ITEM_KEYS = ("evidence", "facts", "request_id", "text")
 #: Longest request id, in characters (as the command line's ``--id``).
 MAX_REQUEST_ID_CHARS = 256
+#: Longest field name and message echoed in an error answer, in characters (a field names
+#: what the client sent -- an unknown key may be a megabyte long).
+MAX_FIELD_CHARS = 200
+MAX_MESSAGE_CHARS = 4000
 _MASKED = "not a valid value (not shown: a sensitive fact)"
 
 
@@ -48,27 +52,38 @@ class RequestProblem(UserInputError):
     Parameters
     ----------
     status : int
-        400 (malformed JSON), 401 / 403 (admin), 404, 413 (too large), 422 (a field),
-        503 (the log is not writable).
+        400 (malformed JSON), 401 / 403 (admin), 403 (a cross-site browser request), 404,
+        408 (the body or headers did not arrive in time), 413 (too large), 415 (a body not
+        declared JSON), 422 (a field), 503 (the log is not writable).
     code : str
         ``invalid_input``, ``too_large``, ``not_found``, ``unauthorized``,
-        ``admin_disabled`` or ``unavailable``.
+        ``admin_disabled``, ``forbidden_origin``, ``timeout`` or ``unavailable``.
     message : str
-        What is wrong, in the command line's words (scrubbed of credentials).
+        What is wrong, in the command line's words (scrubbed of credentials, cut at
+        4,000 characters).
     field : str, optional
-        The field at fault (``facts.amount``, ``items[3].text``).
+        The field at fault (``facts.amount``, ``items[3].text``), scrubbed of
+        credentials as the message is and cut at 200 characters: it may name a key the
+        client sent.
     """
 
     def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
         self.status = status
         self.code = code
-        self.field = field
-        self.message = scrub_text(" ".join(str(message).split()))
+        self.field = None if field is None else _echo(str(field), MAX_FIELD_CHARS)
+        self.message = _echo(" ".join(str(message).split()), MAX_MESSAGE_CHARS)
         super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
         """The JSON error answer: ``{"error": {"code", "field", "message"}}``."""
         return {"error": {"code": self.code, "field": self.field, "message": self.message}}
+
+
+def _echo(text: str, limit: int) -> str:
+    """``text`` as an answer may repeat it: credentials scrubbed first (a key cut in two
+    would no longer look like one), then cut at ``limit`` characters."""
+    text = scrub_text(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def invalid(message: str, field: str | None = None) -> RequestProblem:
@@ -140,7 +155,13 @@ def parse_body(data: bytes) -> dict[str, Any]:
 
 
 def check_request_id(value: Any, field: str) -> str:
-    """A request id: a non-empty string of valid text, at most 256 characters."""
+    """A request id: a non-empty string of valid text, at most 256 characters, that the
+    credential scrubber leaves as it is.
+
+    A request id is stored (the log's ``item_id``) and echoed (answers, error messages),
+    so one that looks like a credential (``sk-proj-...``, ``token=...``, the value of a
+    credential-like environment variable) is refused, without repeating it.
+    """
     if not isinstance(value, str):
         raise invalid(f"request_id must be a string, got {json_kind(value)}", field)
     if not value.strip():
@@ -151,6 +172,12 @@ def check_request_id(value: Any, field: str) -> str:
         check_text(value, what="request_id")
     except InputError as exc:
         raise invalid(exc.reason, field) from None
+    if scrub_text(value) != value:
+        raise invalid(
+            "request_id looks like a credential (not shown); use an opaque id such as a "
+            "UUID or a ticket number",
+            field,
+        )
     return value
 
 

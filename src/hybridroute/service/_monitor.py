@@ -49,7 +49,6 @@ class MonitorCache:
 def compute(service: Any, live: Any) -> dict[str, Any]:
     """The monitor state of ``live`` (blocking), or why there is none."""
     from ..monitoring import monitor_log
-    from ..records import open_log
 
     base = {"router": live.name, "router_version": live.version}
     if not service.config.audit_rate:
@@ -62,7 +61,7 @@ def compute(service: Any, live: Any) -> dict[str, Any]:
     if target is None or delta is None:
         return {**base, "status": "unavailable", "reason": "the live policy promises no target"}
     config = service.config
-    log = open_log(config.log, sensitive_fields=config.sensitive_facts, salt=config.salt)
+    log = config.open_log()
     try:
         state = monitor_log(
             log,
@@ -70,6 +69,7 @@ def compute(service: Any, live: Any) -> dict[str, Any]:
             delta=float(delta),
             router_version=live.version,
             reference=live.router.policy.calibration_data,
+            routers=(live.router,),
         )
     except ValueError as exc:  # no audited decision of this version (yet)
         return {**base, "status": "unavailable", "reason": str(exc)}

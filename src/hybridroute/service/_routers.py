@@ -105,12 +105,16 @@ class LoadedRouter:
             "version": self.version,
             "role": self.role,
             "manifest_sha256": self.manifest_sha256,
+            "redact_pii": list(self.router.redact_pii.kinds) if self.router.redact_pii else [],
             "policy": dict(self.policy),
         }
 
 
-def load_bundle(path: str | os.PathLike[str], role: str) -> LoadedRouter:
+def load_bundle(path: str | os.PathLike[str], role: str, redact_pii: Any = ()) -> LoadedRouter:
     """Load and verify the bundle at ``path`` (checksums, seals, signature, model binding).
+
+    ``redact_pii``: kinds of personal data redacted from texts before routing, on top of
+    what the bundle records (the service's ``redact_pii``).
 
     Raises
     ------
@@ -124,7 +128,7 @@ def load_bundle(path: str | os.PathLike[str], role: str) -> LoadedRouter:
     # the hash names exactly what was verified (a change in between fails the load)
     manifest = root / "manifest.json"
     digest = file_sha256(manifest) if manifest.is_file() and not manifest.is_symlink() else ""
-    router = load_router(root)
+    router = load_router(root, redact_pii=redact_pii)
     return LoadedRouter(
         router=router,
         path=os.fspath(path),

@@ -26,9 +26,10 @@ __all__ = ["api", "read_json", "state_of"]
 
 api = APIRouter()
 
-#: Media types accepted for a JSON body (none given is accepted too). Anything else --
-#: notably what an HTML form sends -- is refused, so a web page on another origin cannot
-#: route through the service with a "simple" cross-site request.
+#: Media types accepted for a JSON body (a body must declare one). Anything else -- what
+#: an HTML form sends, or no type at all, as a ``no-cors`` fetch of a Blob sends -- is
+#: refused, so a web page on another origin cannot route through the service with a
+#: "simple" cross-site request (the app's door refuses cross-site requests as well).
 _JSON_TYPES = ("application/json",)
 #: Bodies larger than this are parsed on a thread (bytes), answers of more items than
 #: this are encoded on one: either would hold the event loop for milliseconds.
@@ -43,17 +44,20 @@ def state_of(request: Request) -> ServiceState:
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request's JSON object, read under ``limit`` bytes (400 / 413 / 415 / 422)."""
-    ctype = request.headers.get("content-type")
-    if ctype is not None:
-        media = ctype.split(";", 1)[0].strip().lower()
-        if media not in _JSON_TYPES:
-            raise RequestProblem(
-                415,
-                "invalid_input",
-                f"the request body must be JSON (Content-Type: application/json), got "
-                f"{media[:80]!r}",
-            )
+    """The request's JSON object, read under ``limit`` bytes (400 / 413 / 415 / 422).
+
+    The body must be declared ``Content-Type: application/json`` (415 otherwise, a
+    missing header included).
+    """
+    ctypes = request.headers.getlist("content-type")
+    medias = [c.split(";", 1)[0].strip().lower() for c in ctypes]
+    if not medias or any(m not in _JSON_TYPES for m in medias):
+        got = f"{medias[0][:80]!r}" if medias else "no Content-Type"
+        raise RequestProblem(
+            415,
+            "invalid_input",
+            f"the request body must be declared JSON (Content-Type: application/json), got {got}",
+        )
     data = await read_limited(request.headers, request.stream(), limit)
     if len(data) > OFF_LOOP_BYTES:  # a large body is parsed off the event loop
         return await asyncio.to_thread(parse_body, data)
@@ -102,7 +106,7 @@ async def route_batch(request: Request) -> Response:
     if not items:
         return JSONResponse({"results": []})
     decisions = await state.route(routers.live, items, batch=True)
-    answers, job = await state.log_live(routers, items, decisions, request_ids)
+    answers, job = await state.log_live(routers, items, decisions, request_ids, batch=True)
     return await _answer({"results": answers}, state, job, items=len(answers))
 
 

@@ -150,14 +150,19 @@ class ShadowRunner:
             if d is not None
         ]
         try:
-            logged = await self._committer.submit(entries)
+            # each shadow decision stands alone: one whose request id the shadow version
+            # logged with another request is left out (None), the others are written
+            logged = await self._committer.submit(entries, atomic=False)
         except LogUnavailable:
             self._metrics.shadow_errors.labels(shadow.version).inc(len(entries))
             return
-        fresh = [r.record for r in logged if not r.duplicate]
+        refused = sum(r is None for r in logged)
+        if refused:
+            self._metrics.shadow_errors.labels(shadow.version).inc(refused)
+        fresh = [r.record for r in logged if r is not None and not r.duplicate]
         self._metrics.observe(fresh, "shadow")
         it = iter(logged)
-        records = [None if d is None else next(it).record for d in decisions]
+        records = [None if d is None else getattr(next(it), "record", None) for d in decisions]
         self._window.add_comparisons(shadow.version, job.live, records)
 
 

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._redact import scrub_text
-from ..exceptions import UserInputError
+from ..exceptions import RequestIdConflictError, UserInputError
 from ..records._url import display_url
 from ._commit import GroupCommitter, LogUnavailable
 from ._config import ServiceConfig
@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 #: Threads that route live requests.
 ROUTE_THREADS = 2
+#: The longest ``/readyz`` waits for the log's answer before it says "not ready".
+READY_TIMEOUT_S = 5.0
 
 
 class ServiceState:
@@ -74,24 +76,23 @@ class ServiceState:
         self.committer: GroupCommitter | None = None
         self.shadows: ShadowRunner | None = None
         self.monitor = MonitorCache()
+        self._ready_check: asyncio.Future[Any] | None = None
         self._executor: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ lifespan
     async def start(self) -> None:
         """Open the log (on the committer's thread) and start the committer and shadows."""
-        from ..records import open_log
-
         config = self.config
         self._executor = ThreadPoolExecutor(
             max_workers=ROUTE_THREADS, thread_name_prefix="hybridroute-route"
         )
-        log = await asyncio.to_thread(
-            open_log,
-            config.log,
-            sensitive_fields=config.sensitive_facts,
-            salt=config.salt,
-            audit=self.audit,
-        )
+        log = await asyncio.to_thread(config.open_log, audit=self.audit)
+        try:  # the labels and destinations the outcomes of their decisions may name
+            for loaded in self.routers.current.all():
+                await asyncio.to_thread(log.register_router, loaded.router)
+        except BaseException:
+            await asyncio.to_thread(log.close)
+            raise
         self.log = log
         self.committer = GroupCommitter(log, config.commit_window_s, self.metrics.on_commit)
         self.shadows = ShadowRunner(self.committer, self.metrics, self.window, config.shadow_queue)
@@ -154,6 +155,8 @@ class ServiceState:
         items: Sequence[dict[str, Any]],
         decisions: Sequence[Any],
         request_ids: Sequence[str | None],
+        *,
+        batch: bool = False,
     ) -> tuple[list[dict[str, Any]], ShadowJob | None]:
         """Log the live decisions (committed before this returns) and count them.
 
@@ -164,7 +167,9 @@ class ServiceState:
         Raises
         ------
         RequestProblem
-            503 ``unavailable`` when the log refused the commit.
+            503 ``unavailable`` when the log refused the commit; 409 ``conflict`` when a
+            request id is logged for this router version with another request (nothing of
+            this request is written; ``batch``: the field names ``items[i].request_id``).
         """
         committer, _ = self._running()
         entries = [(d, rid, "live") for d, rid in zip(decisions, request_ids, strict=True)]
@@ -172,6 +177,8 @@ class ServiceState:
             logged = await committer.submit(entries)
         except LogUnavailable as exc:
             raise RequestProblem(503, "unavailable", str(exc)) from None
+        except RequestIdConflictError as exc:
+            raise _conflict(exc, batch) from None
         fresh = [r.record for r in logged if not r.duplicate]
         self.metrics.observe(fresh, "live")
         self.window.add_live(fresh)
@@ -202,11 +209,31 @@ class ServiceState:
 
     # ------------------------------------------------------------------ the log
     async def check_log(self) -> str | None:
-        """``None`` when the log is writable, else why not (for ``/readyz``)."""
+        """``None`` when the log is writable, else why not (for ``/readyz``), within
+        :data:`READY_TIMEOUT_S` whatever the log does.
+
+        The check (:meth:`~hybridroute.records.DecisionLog.check_writable`: a committed
+        write, the file and the disk for SQLite; the server for PostgreSQL) runs on the
+        committer's thread, behind the commits waiting there: a log that cannot commit in
+        time is not ready. One check runs at a time; readiness requests meanwhile wait for
+        it (never a queue of checks behind a stuck log).
+        """
         if self.log is None or self.committer is None:
             return "the decision log is not open (the service is starting or stopping)"
+        task = self._ready_check
+        if task is None or task.done():
+            log = self.log
+            task = asyncio.ensure_future(
+                self.committer.call(lambda: log.check_writable(timeout_s=READY_TIMEOUT_S / 2))
+            )
+            self._ready_check = task
         try:
-            await self.committer.call(self.log.check_writable)
+            await asyncio.wait_for(asyncio.shield(task), READY_TIMEOUT_S)
+        except TimeoutError:
+            return (
+                f"the decision log did not answer within {READY_TIMEOUT_S:g} s (a write "
+                "or the check itself is waiting for it)"
+            )
         except Exception as exc:
             return scrub_text(" ".join(str(exc).split())) or type(exc).__name__
         return None
@@ -233,10 +260,7 @@ class ServiceState:
 
     def pending_audits(self, router_version: str | None, limit: int) -> list[dict[str, Any]]:
         """The log's pending audits, read through a connection of its own (blocking)."""
-        from ..records import open_log
-
-        config = self.config
-        log = open_log(config.log, sensitive_fields=config.sensitive_facts, salt=config.salt)
+        log = self.config.open_log()
         try:
             pending: list[dict[str, Any]] = log.pending_audits(
                 router_version=router_version, limit=limit
@@ -254,10 +278,9 @@ class ServiceState:
         that live answers wait for (SQLite readers do not block its writer; PostgreSQL
         readers never do).
         """
-        from ..records import open_log, shadow_disagreement
+        from ..records import shadow_disagreement
 
-        config = self.config
-        log = open_log(config.log, sensitive_fields=config.sensitive_facts, salt=config.salt)
+        log = self.config.open_log()
         try:
             report = shadow_disagreement(
                 log, live_version=live_version, shadow_version=shadow_version
@@ -269,6 +292,23 @@ class ServiceState:
             "shadows": [{"name": s.name, "version": s.version} for s in current.shadows],
             **report.to_dict(),
         }
+
+
+def _conflict(exc: RequestIdConflictError, batch: bool) -> RequestProblem:
+    """A request id that names another request, as a 409 naming the (first) item."""
+    pos = exc.positions[0] if exc.positions else 0
+    field = f"items[{pos}].request_id" if batch else "request_id"
+    ids = ", ".join(repr(i) for i in exc.item_ids[:5])
+    plural = "s" if len(exc.item_ids) > 1 else ""
+    where = f"items[{pos}]: " if batch else ""
+    return RequestProblem(
+        409,
+        "conflict",
+        f"{where}request id{plural} {ids} already logged with another request (its text, "
+        "facts or evidence differ): a request id names one request; send this one under a "
+        "new id. Nothing of this request was routed or logged",
+        field,
+    )
 
 
 def _first_bad(

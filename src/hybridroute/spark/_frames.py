@@ -22,9 +22,9 @@ _SCHEMA = "row long, id string, text string, facts string, gold string, gold_nex
 
 
 def _facts_json(facts: dict[str, Any], names: set[str]) -> str:
-    # Same selection as evaluate_router: declared facts only, absent (None) values left
-    # out so the rule set's defaults apply.
-    kept = {k: v for k, v in facts.items() if v is not None and k in names}
+    # Same selection as evaluate_router: declared facts only; a null is the schema's to read
+    # (absent, so the default applies, for a fact not declared nullable).
+    kept = {k: v for k, v in facts.items() if k in names}
     return json.dumps(kept, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 

@@ -201,6 +201,16 @@ class Tracker:
             if problem is not None:
                 self._disable("no answer", problem)
                 return False
+        elif self.tracking_uri.lower().startswith("sqlite:///"):
+            # MLflow retries an unwritable SQLite store for about 100 s before it gives up
+            store = self.tracking_uri[len("sqlite:///") :]
+            if not os.path.isfile(store):
+                from .._outpaths import output_problem
+
+                problem = output_problem(store, kind="file", parents=False)
+                if problem is not None:
+                    self._disable("cannot write the store", f"{store}: {problem}")
+                    return False
         name = self.scrubber.name(self.experiment)
         try:
             with mlflow_scope(self.tracking_uri):
