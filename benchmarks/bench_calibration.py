@@ -68,14 +68,16 @@ import numpy as np
 from hybridroute.calibration import (
     CertifiedPrecisionThreshold,
     EmpiricalThreshold,
-    FallbackPrecisionThreshold,
-    LabelFreeStartThreshold,
     ThresholdFitter,
     precision_p_value,
     required_calibration_size,
 )
 from hybridroute.calibration._base import check_fraction
-from hybridroute.calibration._precision import _Curve
+from hybridroute.calibration.experimental import (
+    FallbackPrecisionThreshold,
+    LabelFreeStartThreshold,
+)
+from hybridroute.calibration.techniques import Curve as _Curve
 
 TARGETS = (0.90, 0.95, 0.98)
 DELTA = 0.05

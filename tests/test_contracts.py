@@ -16,15 +16,17 @@ from hybridroute._canonical import hash_canonical
 from hybridroute._csv import json_kind, parse_csv_cell
 from hybridroute.contracts import (
     GENERIC_DESTINATIONS,
+    MAX_REQUEST_ID_CHARS,
     Decision,
     FactSchema,
     FactSpec,
     ReasonCode,
+    RouteRequest,
     Vocabulary,
     canonical_json,
     snapshot_hash,
 )
-from hybridroute.exceptions import FactsError, InputError, UndeclaredValueError
+from hybridroute.exceptions import FactsError, InputError, UndeclaredValueError, UserInputError
 
 
 def make(**kw):
@@ -548,3 +550,94 @@ def test_parse_csv_cell_refuses_cells_it_would_read_unsafely(cell, match):
 @pytest.mark.parametrize("cell", ["[not json", "{also: not json}", "[1, 2"])
 def test_parse_csv_cell_keeps_text_that_is_not_json(cell):
     assert parse_csv_cell(cell) == ("str", cell)
+
+
+# --------------------------------------------------------------------------- RouteRequest
+
+
+def test_a_route_request_is_a_frozen_keyword_only_slotted_value():
+    req = RouteRequest(text="where is my parcel", facts={"amount": 20}, request_id="t-1")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        req.text = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        RouteRequest("where is my parcel")  # type: ignore[misc]  # keyword-only
+    assert not hasattr(req, "__dict__")  # slotted
+    assert req == RouteRequest(text="where is my parcel", facts={"amount": 20}, request_id="t-1")
+    assert RouteRequest() == RouteRequest(facts=None) == RouteRequest(facts={})  # type: ignore[arg-type]
+    assert dict(RouteRequest().facts) == {} and RouteRequest().text is None
+
+
+@pytest.mark.parametrize("field", ["facts", "evidence"])
+def test_a_route_request_keeps_a_read_only_copy_of_its_mappings(field):
+    given = {"amount": 20} if field == "facts" else {"required_points": ["p"], "items": []}
+    req = RouteRequest(**{field: given})
+    given["late"] = 1  # the caller's dict changes afterwards: the request does not
+    held = getattr(req, field)
+    assert "late" not in held
+    with pytest.raises(TypeError):
+        held["late"] = 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"facts": [1, 2]}, FactsError, "facts must be a JSON object, got list"),
+        ({"facts": "amount=3"}, FactsError, "facts must be a JSON object, got str"),
+        ({"text": 42}, InputError, "text must be a string, got int"),
+        ({"text": b"bytes"}, InputError, "text must be a string, got bytes"),
+        ({"evidence": ["e1"]}, FactsError, "evidence must be a mapping"),
+        ({"evidence": "e1"}, FactsError, "evidence must be a mapping"),
+        ({"request_id": 7}, InputError, "request_id must be a string, got int"),
+        ({"request_id": "  "}, InputError, "request_id is empty"),
+        ({"request_id": "x" * (MAX_REQUEST_ID_CHARS + 1)}, InputError, "longer than 256"),
+    ],
+    ids=[
+        "facts-list",
+        "facts-str",
+        "text-int",
+        "text-bytes",
+        "evidence-list",
+        "evidence-str",
+        "id-int",
+        "id-blank",
+        "id-long",
+    ],
+)
+def test_a_route_request_checks_its_types_when_made(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        RouteRequest(**kwargs)
+
+
+def test_a_request_id_of_the_longest_length_is_taken():
+    assert RouteRequest(request_id="x" * MAX_REQUEST_ID_CHARS).request_id == "x" * 256
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        RouteRequest(),
+        RouteRequest(text="t", facts={"amount": 3}),
+        RouteRequest(text=None, facts={"a": [1, 2]}, request_id="r-1"),
+        RouteRequest(text="t", evidence={"required_points": ["p"], "items": []}),
+    ],
+    ids=["empty", "text-facts", "id", "evidence"],
+)
+def test_a_route_request_round_trips_through_its_dict(request_):
+    doc = request_.to_dict()
+    assert json.loads(json.dumps(doc)) == doc  # JSON types: the body of POST /v1/route
+    assert RouteRequest.from_dict(doc) == request_
+
+
+@pytest.mark.parametrize(
+    ("doc", "match"),
+    [
+        ({"text": "t", "id": "t-1"}, r"unknown key\(s\) \['id'\]"),
+        ({"txt": "t"}, r"unknown key\(s\) \['txt'\]"),
+        (["text"], "a route request is a mapping, got list"),
+        ({"facts": 3}, "facts must be a JSON object, got int"),
+    ],
+    ids=["cli-id-key", "typo", "not-a-mapping", "bad-facts"],
+)
+def test_from_dict_refuses_what_a_request_cannot_hold(doc, match):
+    with pytest.raises(UserInputError, match=match):
+        RouteRequest.from_dict(doc)

@@ -54,23 +54,22 @@ def test_public_names_are_pinned():
 PUBLIC_NAMES = {
     "calibration": """
         CertifiedPrecisionThreshold CostThreshold CoverageThreshold EmpiricalThreshold
-        EvidenceItem EvidenceResult EvidenceThresholds FallbackPrecisionThreshold
-        IsotonicCalibration LabelFreeStartThreshold LabelMixDeparture MarginThreshold
-        OutOfScopeThreshold POLICY_FORMAT POLICY_FORMAT_VERSION PerClassThreshold Policy
-        PolicyOutcome ReliabilityDiagram RiskCoverageCurve TemperatureScaling
-        ThreeWayThreshold ThresholdFitter aurc brier_score check_evidence
-        clopper_pearson_lower clopper_pearson_upper coverage_at excess_aurc
-        expected_calibration_error fit_policy label_mix_departure load_evidence_labels
-        negative_log_likelihood planned_calibration_size precision_at precision_p_value
-        reliability_diagram required_calibration_size risk_coverage_curve
+        EvidenceItem EvidenceResult EvidenceThresholds FitOptions IsotonicCalibration
+        LabelMixDeparture MarginThreshold OutOfScopeThreshold POLICY_FORMAT
+        POLICY_FORMAT_VERSION PerClassThreshold Policy PolicyOutcome ReliabilityDiagram
+        RiskCoverageCurve TemperatureScaling ThreeWayThreshold ThresholdFitter aurc
+        brier_score check_evidence check_leakage clopper_pearson_lower clopper_pearson_upper
+        coverage_at excess_aurc expected_calibration_error fit_policy label_mix_departure
+        load_evidence_labels negative_log_likelihood planned_calibration_size precision_at
+        precision_p_value reliability_diagram required_calibration_size risk_coverage_curve
     """.split(),
     "classifiers": """
         CascadeClassifier EmbeddingClassifier IntentClassifier LLMClassifier LocalClassifier
         PromptTemplate RankedLabels RetrySettings load_classifier
     """.split(),
     "contracts": """
-        Decision FactSchema FactSpec GENERIC_DESTINATIONS RECORD_VERSION ReasonCode Stage
-        Vocabulary canonical_json snapshot_hash
+        Decision FactSchema FactSpec GENERIC_DESTINATIONS MAX_REQUEST_ID_CHARS RECORD_VERSION
+        ReasonCode RouteRequest Stage Vocabulary canonical_json snapshot_hash
     """.split(),
     "datasets": """
         FactProblem LabelledSet SkippedRow SplitPlan list_datasets load_dataset make_splits
@@ -103,11 +102,16 @@ PUBLIC_NAMES = {
         repeated_clopper_pearson traffic_shift
     """.split(),
     "router": """
-        HybridRouter load_router router_node save_router
+        CheckedRequest HybridRouter load_router router_node save_router
     """.split(),
     "rules": """
-        ConditionError GUARDS Rule RuleMatch RuleSet compile_condition load_rules
-        parse_rules reference_fact_schema reference_rules
+        ConditionError GUARDS Rule RuleMatch RuleSet check_rule_tests compile_condition
+        diff_rules lint_rules load_rule_tests load_rules parse_rules reference_fact_schema
+        reference_rules run_rule_tests
+    """.split(),
+    "scores": """
+        MAX_SCORES_BYTES MAX_SCORES_BYTES_ENV PER_CLASS SCORES_FORMAT SCORES_FORMAT_VERSION
+        ScoresTable TOP_LABEL calibrate_scores evaluate_scores read_scores
     """.split(),
     "spark": """
         ITEM_COLUMNS LoggedRouter RESULT_TYPE SparkEvaluation SparkRouter dataset_items

@@ -7,6 +7,8 @@
     with RouterClient("http://127.0.0.1:8080") as client:
         result = client.route("where is my parcel", {"amount": 20}, request_id="t-1")
         result.decision.selected_destination, result.decision_id, result.duplicate
+        # or a RouteRequest (hybridroute.contracts), one or a batch of them
+        results = client.route_batch([RouteRequest(text="refund please", request_id="t-2")])
 
 :class:`RouterClient` is synchronous (and safe to share between threads);
 :class:`AsyncRouterClient` is the same over ``httpx.AsyncClient``. Every result carries the
@@ -44,7 +46,8 @@ from typing import Any
 
 import httpx
 
-from .contracts import Decision
+from ._retry_settings import RetrySettings as _RetrySettings
+from .contracts import Decision, RouteRequest
 from .exceptions import InputError, ServiceError, ServiceUnavailableError
 
 __all__ = ["AsyncRouterClient", "RetrySettings", "RouteResult", "RouterClient"]
@@ -57,9 +60,31 @@ _RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtoco
 _MAX_MESSAGE = 500
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetrySettings:
+# The client's defaults: a local service answers fast, so two quick retries, no jitter.
+_CLIENT_DEFAULTS: dict[str, Any] = {
+    "max_transport_retries": 2,
+    "backoff_initial": 0.05,
+    "backoff_max": 1.0,
+    "jitter": 0.0,
+}
+# The client's older keyword names for the shared fields.
+_OLD_NAMES = {
+    "retries": "max_transport_retries",
+    "backoff_s": "backoff_initial",
+    "max_backoff_s": "backoff_max",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class RetrySettings(_RetrySettings):
     """How often, and how long apart, a safe request is sent again.
+
+    The one retry-settings value of hybridroute (the LLM seam reads the same one,
+    ``hybridroute.classifiers.RetrySettings``) with the client's defaults: two retries,
+    0.05 s apart and doubled each time, at most 1 s, no jitter. The keywords ``retries``,
+    ``backoff_s`` and ``max_backoff_s`` are the client's names for
+    ``max_transport_retries``, ``backoff_initial`` and ``backoff_max`` (either spelling,
+    not both).
 
     Attributes
     ----------
@@ -71,23 +96,36 @@ class RetrySettings:
         The longest wait between two attempts (a ``Retry-After`` header included).
     """
 
-    retries: int = 2
-    backoff_s: float = 0.05
-    max_backoff_s: float = 1.0
+    def __init__(self, **settings: Any) -> None:
+        values = dict(_CLIENT_DEFAULTS)
+        for name, value in settings.items():
+            field = _OLD_NAMES.get(name, name)
+            if field != name and field in settings:
+                raise TypeError(f"give {name} or {field}, not both")
+            values[field] = value
+        retries = values["max_transport_retries"]
+        if isinstance(retries, bool) or not isinstance(retries, int):
+            raise TypeError(f"retries must be an integer, got {retries!r}")
+        if not 0 <= retries <= 10:
+            raise ValueError(f"retries must be between 0 and 10, got {retries}")
+        _RetrySettings.__init__(self, **values)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.retries, bool) or not isinstance(self.retries, int):
-            raise TypeError(f"retries must be an integer, got {self.retries!r}")
-        if not 0 <= self.retries <= 10:
-            raise ValueError(f"retries must be between 0 and 10, got {self.retries}")
-        for name in ("backoff_s", "max_backoff_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{name} must be a number, got {value!r}")
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    @property
+    def retries(self) -> int:
+        """Retries after the first attempt (``max_transport_retries``)."""
+        return self.max_transport_retries
 
-    def delay(self, retry: int, retry_after: str | None = None) -> float:
+    @property
+    def backoff_s(self) -> float:
+        """The wait before the first retry (``backoff_initial``)."""
+        return self.backoff_initial
+
+    @property
+    def max_backoff_s(self) -> float:
+        """The longest wait between two attempts (``backoff_max``)."""
+        return self.backoff_max
+
+    def wait(self, retry: int, retry_after: str | None = None) -> float:
         """Seconds to wait before retry number ``retry`` (1-based).
 
         Parameters
@@ -96,17 +134,15 @@ class RetrySettings:
             Which retry this is (1 for the first).
         retry_after : str, optional
             The answer's ``Retry-After`` header (seconds), honoured up to
-            :attr:`max_backoff_s`.
+            :attr:`max_backoff_s`; an HTTP date or a non-number keeps the backoff.
         """
-        wait = self.backoff_s * 2.0 ** (retry - 1)
-        if retry_after is not None:
-            try:
-                asked = float(retry_after)
-            except ValueError:  # an HTTP date: keep the backoff
-                asked = 0.0
-            if math.isfinite(asked) and asked > wait:
-                wait = asked
-        return min(wait, self.max_backoff_s)
+        try:
+            asked: float | None = float(retry_after) if retry_after is not None else None
+        except ValueError:  # an HTTP date: keep the backoff
+            asked = None
+        if asked is not None and not math.isfinite(asked):
+            asked = None
+        return min(self.delay(retry, retry_after=asked), self.backoff_max)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,11 +185,17 @@ def _encode(body: Mapping[str, Any]) -> bytes:
 
 
 def _item(
-    text: str | None,
+    text: str | RouteRequest | None,
     facts: Mapping[str, Any] | None,
     request_id: str | None,
     evidence: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
+    if isinstance(text, RouteRequest):
+        if facts is not None or request_id is not None or evidence is not None:
+            raise TypeError(
+                "a RouteRequest holds its own facts, request id and evidence; pass them in it"
+            )
+        return text.to_dict()
     item: dict[str, Any] = {"text": text, "facts": dict(facts or {})}
     if request_id is not None:
         item["request_id"] = request_id
@@ -162,12 +204,17 @@ def _item(
     return item
 
 
-def _batch_items(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _batch_items(items: Iterable[RouteRequest | Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for i, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise InputError(f"items[{i}] must be a mapping, got {type(item).__name__}")
-        out.append(dict(item))
+        if isinstance(item, RouteRequest):
+            out.append(item.to_dict())
+        elif isinstance(item, Mapping):
+            out.append(dict(item))
+        else:
+            raise InputError(
+                f"items[{i}] must be a RouteRequest or a mapping, got {type(item).__name__}"
+            )
     return out
 
 
@@ -198,7 +245,7 @@ class _Core:
         """The wait before the next attempt after a transport error, or raise."""
         retryable = isinstance(exc, _RETRY_ERRORS)
         if safe and retryable and attempt <= self.retry.retries:
-            return self.retry.delay(attempt)
+            return self.retry.wait(attempt)
         kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         tries = f" after {attempt} attempts" if attempt > 1 else ""
@@ -222,7 +269,7 @@ class _Core:
                     attempts=attempt,
                 ) from None
         if status in RETRY_STATUSES and safe and attempt <= self.retry.retries:
-            return None, self.retry.delay(attempt, response.headers.get("retry-after"))
+            return None, self.retry.wait(attempt, response.headers.get("retry-after"))
         code, field, message = self._error_of(response)
         if 400 <= status < 500:
             raise ServiceError(message, status=status, code=code, field=field)
@@ -294,8 +341,12 @@ class _Core:
         return value
 
 
-def _settings(retries: int | RetrySettings) -> RetrySettings:
-    return retries if isinstance(retries, RetrySettings) else RetrySettings(retries=retries)
+def _settings(retries: int | _RetrySettings) -> RetrySettings:
+    if isinstance(retries, RetrySettings):
+        return retries
+    if isinstance(retries, _RetrySettings):  # the shared value, e.g. the LLM seam's
+        return RetrySettings(**retries.to_dict())
+    return RetrySettings(retries=retries)
 
 
 # --------------------------------------------------------------------------- the clients
@@ -361,8 +412,8 @@ class RouterClient:
 
     def route(
         self,
-        text: str | None,
-        facts: Mapping[str, Any] | None,
+        text: str | RouteRequest | None,
+        facts: Mapping[str, Any] | None = None,
         request_id: str | None = None,
         *,
         evidence: Mapping[str, Any] | None = None,
@@ -371,9 +422,10 @@ class RouterClient:
 
         Parameters
         ----------
-        text : str or None
-            The text to classify when no rule fires.
-        facts : mapping or None
+        text : str, RouteRequest or None
+            The text to classify when no rule fires; or the whole item as a
+            :class:`~hybridroute.contracts.RouteRequest` (then nothing else is given).
+        facts : mapping or None, default None
             The item's facts, checked by the service against the router's schema.
         request_id : str, optional
             The item's request id: the service logs one decision per id and router
@@ -392,19 +444,22 @@ class RouterClient:
             The service refused the item (bad fact, unknown field, too large...).
         ServiceUnavailableError
             No decision arrived (connection, timeout, 5xx, a malformed answer).
+        TypeError
+            A RouteRequest given with ``facts``, ``request_id`` or ``evidence`` beside it.
         """
         body = _item(text, facts, request_id, evidence)
-        payload = self._call("POST", "/v1/route", body, safe=request_id is not None)
+        payload = self._call("POST", "/v1/route", body, safe="request_id" in body)
         return self._core.result(payload, self._core.url("/v1/route"))
 
-    def route_batch(self, items: Iterable[Mapping[str, Any]]) -> list[RouteResult]:
+    def route_batch(self, items: Iterable[RouteRequest | Mapping[str, Any]]) -> list[RouteResult]:
         """Route a batch (``POST /v1/route/batch``): all items or none.
 
         Parameters
         ----------
-        items : iterable of mappings
-            ``{"text", "facts", "request_id"?, "evidence"?}`` each. Retried only when every
-            item has a request id.
+        items : iterable of RouteRequest or mappings
+            :class:`~hybridroute.contracts.RouteRequest` values, or mappings
+            ``{"text", "facts", "request_id"?, "evidence"?}`` (sent as they are: the
+            service checks them). Retried only when every item has a request id.
 
         Returns
         -------
@@ -503,8 +558,8 @@ class AsyncRouterClient:
 
     async def route(
         self,
-        text: str | None,
-        facts: Mapping[str, Any] | None,
+        text: str | RouteRequest | None,
+        facts: Mapping[str, Any] | None = None,
         request_id: str | None = None,
         *,
         evidence: Mapping[str, Any] | None = None,
@@ -513,9 +568,9 @@ class AsyncRouterClient:
 
         Parameters
         ----------
-        text : str or None
-            The text to classify when no rule fires.
-        facts : mapping or None
+        text : str, RouteRequest or None
+            The text to classify when no rule fires, or the whole item as a RouteRequest.
+        facts : mapping or None, default None
             The item's facts.
         request_id : str, optional
             The item's request id (makes the request safe to retry).
@@ -523,10 +578,12 @@ class AsyncRouterClient:
             The item's evidence.
         """
         body = _item(text, facts, request_id, evidence)
-        payload = await self._call("POST", "/v1/route", body, safe=request_id is not None)
+        payload = await self._call("POST", "/v1/route", body, safe="request_id" in body)
         return self._core.result(payload, self._core.url("/v1/route"))
 
-    async def route_batch(self, items: Iterable[Mapping[str, Any]]) -> list[RouteResult]:
+    async def route_batch(
+        self, items: Iterable[RouteRequest | Mapping[str, Any]]
+    ) -> list[RouteResult]:
         """Route a batch, all or nothing; see :meth:`RouterClient.route_batch`."""
         body = _batch_items(items)
         safe = bool(body) and all(item.get("request_id") is not None for item in body)

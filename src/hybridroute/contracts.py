@@ -12,6 +12,10 @@ from hybridroute except :mod:`hybridroute.exceptions`; those two import only lea
   :class:`Vocabulary`.
 * **Reason codes** are finite too: the built-in :class:`ReasonCode` members plus codes a
   rules file declares.
+* A :class:`RouteRequest` is one item to route -- text, facts, evidence and request id --
+  as an immutable, keyword-only value whose field types are checked when it is made (no
+  I/O; the facts are checked against a schema by the router that routes it,
+  :meth:`hybridroute.router.HybridRouter.check`).
 * A :class:`Decision` is an immutable, keyword-only value carrying the five contract
   fields (``input_snapshot``, ``allowed_destinations``, ``selected_destination``,
   ``reason_code``, ``evidence_ids``) plus router name and version, stage and, for model
@@ -32,15 +36,17 @@ from typing import Any
 
 from ._canonical import _freeze, _thaw, canonical_json, snapshot_hash
 from ._facts import FactSchema, FactSpec
-from .exceptions import UndeclaredValueError
+from .exceptions import FactsError, InputError, UndeclaredValueError
 
 __all__ = [
     "GENERIC_DESTINATIONS",
+    "MAX_REQUEST_ID_CHARS",
     "RECORD_VERSION",
     "Decision",
     "FactSchema",
     "FactSpec",
     "ReasonCode",
+    "RouteRequest",
     "Stage",
     "Vocabulary",
     "canonical_json",
@@ -59,6 +65,10 @@ GENERIC_DESTINATIONS: tuple[str, ...] = (
     "reject",
     "human_review",
 )
+
+#: Longest request id, in characters (``--id`` and a batch line's ``id`` on the command
+#: line, ``request_id`` in the service and its client, :attr:`RouteRequest.request_id`).
+MAX_REQUEST_ID_CHARS = 256
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:[.:/-][a-z0-9_]+)*$")
 
@@ -176,6 +186,124 @@ class Vocabulary:
             self.check_destination(d)
         self.check_reason_code(decision.reason_code)
         return decision
+
+
+# --------------------------------------------------------------------------- request
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteRequest:
+    """One item to route: an immutable, keyword-only value.
+
+    The types of the fields are checked when the value is made (no I/O, no schema): what
+    the facts must hold, how long a text may be and what the evidence must cover are the
+    router's to check (:meth:`hybridroute.router.HybridRouter.check`), since they depend
+    on its rules file, its limits and its policy.
+
+    Parameters
+    ----------
+    text : str or None, default None
+        The text to classify when no rule fires. ``None`` (or a blank text) leaves the
+        item to the rules.
+    facts : mapping, default empty
+        The item's structured facts (``None`` is taken as no facts). Kept as a read-only view of a
+        copy of the mapping given (values inside are not copied: the router's check
+        makes the frozen, canonical form that decisions record).
+    evidence : mapping or None, default None
+        ``{"required_points": [...], "items": [...]}``, kept as ``facts`` is.
+    request_id : str or None, default None
+        The item's request id: a decision log keeps one decision per request id and
+        router version, and the service answers a repeat with the stored decision. A
+        non-blank string of at most :data:`MAX_REQUEST_ID_CHARS` characters. The router
+        itself never reads it (it is not part of the input snapshot or its hash).
+
+    Raises
+    ------
+    FactsError
+        ``facts`` or ``evidence`` is not a mapping.
+    InputError
+        ``text`` is not a string, or ``request_id`` is not a non-blank string of at most
+        :data:`MAX_REQUEST_ID_CHARS` characters.
+
+    Examples
+    --------
+    >>> from hybridroute.contracts import RouteRequest
+    >>> req = RouteRequest(text="where is my parcel?", facts={"amount": 20}, request_id="t-1")
+    >>> req.facts["amount"], req.request_id
+    (20, 't-1')
+    """
+
+    text: str | None = None
+    facts: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    evidence: Mapping[str, Any] | None = None
+    request_id: str | None = None
+
+    def __post_init__(self) -> None:
+        # in the order the router checked a route item before there was this value
+        # (facts, text, evidence), with the router's words
+        facts = self.facts
+        if facts is None:
+            object.__setattr__(self, "facts", MappingProxyType({}))
+        elif isinstance(facts, Mapping):
+            object.__setattr__(self, "facts", MappingProxyType(dict(facts)))
+        else:
+            raise FactsError(f"facts must be a JSON object, got {type(facts).__name__}")
+        if self.text is not None and not isinstance(self.text, str):
+            raise InputError(f"text must be a string, got {type(self.text).__name__}")
+        evidence = self.evidence
+        if evidence is not None:
+            if not isinstance(evidence, Mapping):
+                raise FactsError("evidence must be a mapping with 'required_points' and 'items'")
+            object.__setattr__(self, "evidence", MappingProxyType(dict(evidence)))
+        rid = self.request_id
+        if rid is not None:
+            if not isinstance(rid, str):
+                raise InputError(f"request_id must be a string, got {type(rid).__name__}")
+            if not rid.strip():
+                raise InputError("request_id is empty")
+            if len(rid) > MAX_REQUEST_ID_CHARS:
+                raise InputError(f"request_id is longer than {MAX_REQUEST_ID_CHARS} characters")
+
+    @classmethod
+    def from_dict(cls, item: Mapping[str, Any]) -> RouteRequest:
+        """A request from a mapping with the keys ``text``, ``facts``, ``evidence`` and
+        ``request_id`` (each optional; any other key is refused).
+
+        Raises
+        ------
+        InputError
+            ``item`` is not a mapping, or holds another key.
+        FactsError, InputError
+            As the constructor raises.
+        """
+        if not isinstance(item, Mapping):
+            raise InputError(f"a route request is a mapping, got {type(item).__name__}")
+        unknown = sorted(str(k) for k in set(item) - set(_REQUEST_KEYS))
+        if unknown:
+            raise InputError(
+                f"unknown key(s) {unknown}; a route request holds {list(_REQUEST_KEYS)}"
+            )
+        facts = item.get("facts")
+        return cls(
+            text=item.get("text"),
+            facts=MappingProxyType({}) if facts is None else facts,
+            evidence=item.get("evidence"),
+            request_id=item.get("request_id"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The request as a mapping :meth:`from_dict` reads back (the body of one item of
+        ``POST /v1/route``): ``text`` and ``facts`` always, ``evidence`` and
+        ``request_id`` when set. Values are the ones given (not copied deeply)."""
+        out: dict[str, Any] = {"text": self.text, "facts": dict(self.facts)}
+        if self.evidence is not None:
+            out["evidence"] = dict(self.evidence)
+        if self.request_id is not None:
+            out["request_id"] = self.request_id
+        return out
+
+
+_REQUEST_KEYS = ("text", "facts", "evidence", "request_id")
 
 
 # --------------------------------------------------------------------------- decision

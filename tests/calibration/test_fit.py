@@ -374,3 +374,102 @@ def test_no_honest_fit_is_refused_on_load(seed, objective, kwargs, calibrator) -
         **kwargs,
     )
     assert Policy.from_dict(json.loads(pol.to_json())) == pol
+
+
+# --------------------------------------------------------------------------- leakage
+
+TRAIN_FP, CAL_FP, SET_FP = "1" * 64, "2" * 64, "3" * 64
+
+
+def _guarded(data, training, holders):
+    proba, gold, classes = data
+    return fit_policy(
+        proba,
+        gold,
+        classes,
+        oos_label=OOS,
+        training_fingerprint=training,
+        calibration_fingerprints=holders,
+    )
+
+
+@pytest.mark.parametrize(
+    ("holders", "named"),
+    [
+        ({"the calibration split": TRAIN_FP}, "the calibration split"),
+        ({"the calibration split": CAL_FP, "the whole set": TRAIN_FP}, "the whole set"),
+        ({"rows carved from train": TRAIN_FP, "the whole set": SET_FP}, "rows carved from train"),
+    ],
+)
+def test_a_model_trained_on_the_calibration_rows_is_refused(data, holders, named) -> None:
+    with pytest.raises(DatasetError, match=rf"trained on {named}, which holds the calibration"):
+        _guarded(data, TRAIN_FP, holders)
+
+
+@pytest.mark.parametrize(
+    ("training", "holders"),
+    [
+        (TRAIN_FP, {"the calibration split": CAL_FP, "the whole set": SET_FP}),
+        (None, {"the calibration split": CAL_FP}),  # unknown training data: nothing to check
+        (TRAIN_FP, None),
+    ],
+)
+def test_a_model_trained_elsewhere_is_accepted_and_nothing_is_recorded(data, training, holders):
+    proba, gold, classes = data
+    assert _guarded(data, training, holders) == fit_policy(proba, gold, classes, oos_label=OOS)
+
+
+@pytest.mark.parametrize(
+    ("training", "holders", "match"),
+    [
+        (12, {"x": CAL_FP}, "training_fingerprint must be a string"),
+        (TRAIN_FP, [CAL_FP], "calibration_fingerprints must map names"),
+    ],
+)
+def test_leakage_arguments_are_checked(data, training, holders, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        _guarded(data, training, holders)
+
+
+# --------------------------------------------------------------------------- options
+
+
+def test_options_and_their_defaults_live_in_one_place() -> None:
+    from hybridroute.calibration import FitOptions
+    from hybridroute.calibration.calibrators import CALIBRATORS
+    from hybridroute.calibration.techniques import OBJECTIVES
+
+    d = FitOptions()
+    assert FitOptions.CHOICES["objective"] == tuple(OBJECTIVES)
+    assert FitOptions.CHOICES["calibrator"] == (*CALIBRATORS, "none")
+    assert FitOptions.check() == d  # nothing given: the defaults
+    assert FitOptions.check(objective="coverage").target == 0.8  # the objective's default
+    checked = FitOptions.check(objective="cost", costs={"ask_user": None})
+    assert (checked.cost_misroute, checked.cost_ask_user) == (d.cost_misroute, None)
+    assert checked.objective_args() == {
+        "objective": "cost",
+        "target": 0.95,
+        "delta": 0.05,
+        "cost_misroute": 10.0,
+        "cost_ask_user": None,
+        "cost_human_review": 3.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "option"),
+    [
+        ({"target": 2}, "target"),
+        ({"delta": 0}, "delta"),
+        ({"calibrator_fraction": 1}, "calibrator_fraction"),
+        ({"objective": "cost", "per_class": True}, "per_class"),
+        ({"costs": {"misroute": -1}}, "cost_misroute"),
+        ({"fallback": "drop"}, "fallback"),
+    ],
+)
+def test_a_bad_option_names_itself(kwargs, option) -> None:
+    from hybridroute.calibration import FitOptions
+
+    with pytest.raises(ValueError) as info:
+        FitOptions.check(**kwargs)
+    assert info.value.option == option  # what the command line names as --option

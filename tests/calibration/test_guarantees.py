@@ -24,10 +24,12 @@ from scipy import stats
 from hybridroute.calibration import (
     CertifiedPrecisionThreshold,
     EmpiricalThreshold,
-    FallbackPrecisionThreshold,
-    LabelFreeStartThreshold,
     TemperatureScaling,
     expected_calibration_error,
+)
+from hybridroute.calibration.experimental import (
+    FallbackPrecisionThreshold,
+    LabelFreeStartThreshold,
 )
 
 pytestmark = pytest.mark.slow

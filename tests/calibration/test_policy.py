@@ -89,7 +89,7 @@ def test_round_trip_is_exact_and_byte_identical(fitted, tmp_path) -> None:
     loaded.save(b)
     assert a.read_bytes() == b.read_bytes()
     doc = json.loads(a.read_text())
-    assert doc["format"] == "hybridroute.policy" and doc["format_version"] == 2
+    assert doc["format"] == "hybridroute.policy" and doc["format_version"] == 3
     for key in ("dataset_fingerprint", "split_seed"):
         assert key in doc["provenance"]
     assert doc["calibration_data"]["size"] == 2000

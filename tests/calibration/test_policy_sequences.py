@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 
 from hybridroute.calibration import (
-    FallbackPrecisionThreshold,
-    LabelFreeStartThreshold,
     PerClassThreshold,
     Policy,
     ThreeWayThreshold,
     fit_policy,
+)
+from hybridroute.calibration.experimental import (
+    FallbackPrecisionThreshold,
+    LabelFreeStartThreshold,
 )
 from hybridroute.exceptions import ArtifactError
 

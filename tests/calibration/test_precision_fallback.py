@@ -12,13 +12,15 @@ from hypothesis import strategies as st
 
 from hybridroute.calibration import (
     CertifiedPrecisionThreshold,
-    FallbackPrecisionThreshold,
-    LabelFreeStartThreshold,
     clopper_pearson_lower,
     precision_p_value,
     required_calibration_size,
 )
-from hybridroute.calibration._precision_fallback import _run_fallback, fallback_starts
+from hybridroute.calibration.experimental import (
+    FallbackPrecisionThreshold,
+    LabelFreeStartThreshold,
+)
+from hybridroute.calibration.techniques.fallback_precision import _run_fallback, fallback_starts
 from hybridroute.exceptions import NotFittedError
 
 from .conftest import synthetic

@@ -25,8 +25,8 @@ from hybridroute.classifiers import (
     RetrySettings,
     load_classifier,
 )
-from hybridroute.classifiers._embedding import EmbeddingClassifier
-from hybridroute.classifiers._embedding_cache import EmbeddingCache, space_key, text_key
+from hybridroute.classifiers.embedding._cache import EmbeddingCache, space_key, text_key
+from hybridroute.classifiers.embedding._classifier import EmbeddingClassifier
 from hybridroute.exceptions import ArtifactError, DatasetError, NotFittedError
 
 from .test_persistence import _rewrite_manifest

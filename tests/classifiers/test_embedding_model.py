@@ -13,8 +13,8 @@ from importlib import metadata
 
 import pytest
 
-from hybridroute.classifiers import _embedding_model as em
-from hybridroute.classifiers._embedding_model import (
+from hybridroute.classifiers.embedding import _model as em
+from hybridroute.classifiers.embedding._model import (
     DEFAULT_MODEL,
     ModelSource,
     describe_source,

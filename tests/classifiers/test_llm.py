@@ -24,13 +24,13 @@ from hybridroute.classifiers import (
     RetrySettings,
     load_classifier,
 )
-from hybridroute.classifiers._llm import LLMItemResult, fit_llm
-from hybridroute.classifiers._llm_confidence import (
+from hybridroute.classifiers.llm._classifier import LLMItemResult, fit_llm
+from hybridroute.classifiers.llm._confidence import (
     CONFIDENCE_METHODS,
     SelfConsistency,
     TokenLogprobs,
 )
-from hybridroute.classifiers._retry import Answered
+from hybridroute.classifiers.llm._retry import Answered
 from hybridroute.exceptions import NotFittedError, SpecError, UserInputError
 from hybridroute.testing import EXCLUSIVE_FAULTS, LabelMapPolicy, StandInLLM, StandInProcess
 
@@ -372,7 +372,7 @@ def test_a_process_that_asked_the_llm_exits_cleanly():
 
 
 def test_sync_batches_reuse_the_seams_clients(server):
-    from hybridroute.classifiers._llm_loop import BackgroundLoop
+    from hybridroute.classifiers.llm._loop import BackgroundLoop
 
     clf = fitted(server)
     clf.classify(["where is my card"])
@@ -385,7 +385,7 @@ def test_sync_batches_reuse_the_seams_clients(server):
 
 
 def test_a_batch_on_the_callers_loop_closes_its_clients(server, monkeypatch):
-    from hybridroute.classifiers._llm_clients import ClientCache
+    from hybridroute.classifiers.llm._clients import ClientCache
 
     closed: list[int] = []
     original = ClientCache.aclose
@@ -500,7 +500,7 @@ def test_one_endpoint_spelled_another_way_shares_its_answers(server, tmp_path, s
 
 
 def _reword_the_system_message(monkeypatch):
-    from hybridroute.classifiers import _prompt
+    from hybridroute.classifiers.llm import _prompt
 
     original = _prompt.PromptTemplate.system_message
     monkeypatch.setattr(
@@ -511,7 +511,7 @@ def _reword_the_system_message(monkeypatch):
 
 
 def _reword_the_text_message(monkeypatch):
-    from hybridroute.classifiers import _prompt
+    from hybridroute.classifiers.llm import _prompt
 
     monkeypatch.setattr(_prompt, "render_text", lambda text: f"Text: {text}")
 
@@ -555,7 +555,7 @@ def test_rows_under_the_old_key_are_misses(server, tmp_path):
     import hashlib
     import sqlite3
 
-    from hybridroute.classifiers._llm_cache import CACHE_FILENAME, AnswerCache
+    from hybridroute.classifiers.llm._cache import CACHE_FILENAME, AnswerCache
 
     clf = fitted(server, cache_dir=tmp_path)
     old_fields = {
@@ -612,7 +612,7 @@ def test_a_tampered_cache_row_is_a_miss_with_a_warning(server, tmp_path, value):
     import sqlite3
     import warnings
 
-    from hybridroute.classifiers._llm_cache import CACHE_FILENAME
+    from hybridroute.classifiers.llm._cache import CACHE_FILENAME
 
     texts = ["where is my card", "give my money back"]
     fitted(server, cache_dir=tmp_path).classify(texts)

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from hybridroute.classifiers import PromptTemplate
-from hybridroute.classifiers._llm_cache import (
+from hybridroute.classifiers.llm._cache import (
     CACHE_FILENAME,
     AnswerCache,
     answer_fields,
@@ -224,7 +224,7 @@ def test_every_part_changes_the_key(change):
 
 
 def test_the_prompt_part_hashes_the_rendered_messages(monkeypatch):
-    from hybridroute.classifiers import _prompt
+    from hybridroute.classifiers.llm import _prompt
 
     template = PromptTemplate(version="v")
     before = prompt_identity(template, ["a", "b"])

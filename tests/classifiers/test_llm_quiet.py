@@ -15,7 +15,7 @@ import warnings
 import litellm
 import pytest
 
-from hybridroute.classifiers._llm_quiet import (
+from hybridroute.classifiers.llm._quiet import (
     READONLY_WARNING,
     quiet_litellm,
     readonly_warnings_ignored,
@@ -32,7 +32,7 @@ import pydantic
 host_flag = litellm.suppress_debug_info
 from hybridroute.classifiers import LLMClassifier, RetrySettings  # numpy adds its filters
 before_import = list(warnings.filters)
-import hybridroute.classifiers._llm_seam
+import hybridroute.classifiers.llm._seam
 after_import = list(warnings.filters)
 
 from hybridroute.testing import StandInLLM

@@ -23,17 +23,17 @@ import httpx
 import pytest
 from aiohttp import web
 
-from hybridroute.classifiers._llm_cap import (
+from hybridroute.classifiers.llm._cap import (
     DEFAULT_MAX_RESPONSE_BYTES,
     ResponseBodyRefused,
     ask_for_decodable,
     capping_hook,
 )
-from hybridroute.classifiers._llm_clients import ClientCache
-from hybridroute.classifiers._llm_errors import map_exception
-from hybridroute.classifiers._llm_response import strict_json_problem
-from hybridroute.classifiers._llm_seam import LiteLLMLabelAsker
-from hybridroute.classifiers._retry import Answered, LabelFailure, TransportFailure
+from hybridroute.classifiers.llm._clients import ClientCache
+from hybridroute.classifiers.llm._errors import map_exception
+from hybridroute.classifiers.llm._response import strict_json_problem
+from hybridroute.classifiers.llm._retry import Answered, LabelFailure, TransportFailure
+from hybridroute.classifiers.llm._seam import LiteLLMLabelAsker
 
 LABELS = ("card_arrival", "refund", "top_up")
 LIMIT = 10_000

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hybridroute.classifiers import PromptTemplate
-from hybridroute.classifiers._prompt import DEFAULT_INSTRUCTIONS, render_text
+from hybridroute.classifiers.llm._prompt import DEFAULT_INSTRUCTIONS, render_text
 from hybridroute.exceptions import SpecError
 
 LABELS = ["card_arrival", "refund", "none_of_these"]

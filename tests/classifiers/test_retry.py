@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridroute.classifiers import LLMClassifier, PromptTemplate, RetrySettings
-from hybridroute.classifiers._llm_errors import (
+from hybridroute.classifiers.llm._errors import (
     describe_validation_error,
     map_exception,
     parse_retry_after,
 )
-from hybridroute.classifiers._retry import (
+from hybridroute.classifiers.llm._retry import (
     Answered,
     LabelFailure,
     TransportFailure,

@@ -20,7 +20,8 @@ GOOD = [
 
 def strict_rules(root: Path) -> Path:
     """The example rules with ``attempts`` capped at 0 (most support tickets break it)."""
-    text = EXAMPLE.read_text(encoding="utf-8")
+    # without the example's own test cases: the cap makes one of them malformed
+    text = EXAMPLE.read_text(encoding="utf-8").split("\ntests:\n")[0] + "\n"
     old = "attempts: {type: int, default: 0, min: 0,"
     assert old in text
     path = root / "strict_rules.yaml"

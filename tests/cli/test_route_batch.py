@@ -318,6 +318,136 @@ def test_a_failure_while_routing_logs_nothing(bundle, tmp_path, capsys, monkeypa
     assert not log.exists() or log_ids(log) == []
 
 
+@pytest.mark.parametrize(
+    ("n_good", "bad_lines"), [(1, ()), (300, ()), (300, (2, 299))], ids=["one", "300", "rejects"]
+)
+def test_each_batch_line_is_checked_once(bundle, tmp_path, capsys, monkeypatch, n_good, bad_lines):
+    """The checked value of each line is what is routed: no line is prepared twice."""
+    from hybridroute.rules import RuleSet
+
+    validate = RuleSet.validate_facts
+    seen: list[object] = []
+
+    def counting(self, facts):
+        seen.append(facts)
+        return validate(self, facts)
+
+    monkeypatch.setattr(RuleSet, "validate_facts", counting)
+    lines = [good_line(i) for i in range(1, n_good + 1)]
+    for n in bad_lines:
+        lines[n - 1] = good_line(n, facts={"amount": "lots"})
+    batch = write_batch(tmp_path / "b.jsonl", lines)
+    args = ["--input", str(batch), "--json"]
+    if bad_lines:
+        args += ["--rejects", str(tmp_path / "rejects.jsonl")]
+    assert route(bundle, *args) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == n_good - len(bad_lines)
+    assert len(seen) == n_good  # one check a line (a bad one fails its only check)
+
+
+# ---------------------------------------------------------------- --url
+
+
+class StandInService:
+    """``POST /v1/route/batch`` answered in order (a rule decision of each item's facts and
+    text), every body kept: a stand-in for ``hybridroute serve`` behind ``route --url``."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+
+    def __call__(self, request):
+        import httpx
+
+        from hybridroute.contracts import Decision
+
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        results = []
+        for it in body["items"]:
+            snapshot = {"facts": it["facts"], **({"text": it["text"]} if it["text"] else {})}
+            decision = Decision(
+                router="support",
+                router_version="1",
+                input_snapshot=snapshot,
+                allowed_destinations=("human_review",),
+                selected_destination="human_review",
+                reason_code="default_exit",
+                stage="rule",
+            )
+            rid = it.get("request_id")
+            results.append(
+                {"decision_id": f"d-{rid}", "duplicate": False, "decision": decision.to_dict()}
+            )
+        return httpx.Response(200, json={"results": results})
+
+
+@pytest.fixture()
+def service(monkeypatch):
+    import httpx
+
+    from hybridroute.cli import _route
+    from hybridroute.client import RouterClient
+
+    stand_in = StandInService()
+    monkeypatch.setattr(
+        _route,
+        "_connect",
+        lambda url: RouterClient(url, transport=httpx.MockTransport(stand_in), retries=0),
+    )
+    return stand_in
+
+
+def test_a_url_batch_sends_each_line_as_a_route_request(service, tmp_path, capsys):
+    from hybridroute.cli._route import URL_BATCH_ITEMS
+
+    n = 2 * URL_BATCH_ITEMS + 5
+    lines = [good_line(i) for i in range(n)]
+    lines[3] = json.dumps({"id": 42, "text": "an integer id", "facts": {"amount": 1}})
+    lines[4] = json.dumps({"text": "no id"})
+    batch = write_batch(tmp_path / "b.jsonl", lines)
+    assert (
+        bounded_main(["route", "--url", "http://127.0.0.1:9", "--input", str(batch), "--json"]) == 0
+    )
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [len(b["items"]) for b in service.bodies] == [URL_BATCH_ITEMS, URL_BATCH_ITEMS, 5]
+    sent = [it for b in service.bodies for it in b["items"]]
+    assert sent[0] == {
+        "text": "where is my parcel number 0?",
+        "facts": {"amount": 0},
+        "request_id": "t0",
+    }
+    assert sent[3]["request_id"] == "42"  # the id the log would store
+    assert sent[4] == {"text": "no id", "facts": {}}  # no request id: none sent
+    assert [(row["line"], row["id"]) for row in out[:5]] == [
+        (1, "t0"),
+        (2, "t1"),
+        (3, "t2"),
+        (4, "42"),
+        (5, None),
+    ]
+    assert len(out) == n
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ({"text": "a\u0000b"}, "NUL"),
+        ({"text": 5}, "text must be a string, got int"),
+        ({"text": "x", "facts": [1]}, "facts must be a JSON object, got list"),
+        ({"text": "x", "evidence": ["e"]}, "evidence must be a mapping"),
+        ({"text": "x", "txt": "y"}, "unknown key"),
+    ],
+    ids=["nul", "text-int", "facts-list", "evidence-list", "unknown-key"],
+)
+def test_a_url_batch_sends_nothing_when_a_line_is_bad(service, tmp_path, capsys, line, match):
+    batch = write_batch(tmp_path / "b.jsonl", [good_line(1), json.dumps(line), good_line(3)])
+    assert bounded_main(["route", "--url", "http://127.0.0.1:9", "--input", str(batch)]) == 2
+    err = capsys.readouterr().err
+    assert "line 2:" in err and re.search(match, err) and "nothing was sent" in err
+    assert service.bodies == []
+
+
 # ---------------------------------------------------------------- request ids
 
 
@@ -375,6 +505,23 @@ def test_an_id_shaped_like_a_credential_is_refused(bundle, tmp_path, capsys, bad
     err = capsys.readouterr().err
     assert "looks like a credential" in err and bad_id not in err
     assert not log.exists() or log_ids(log) == []
+
+
+@pytest.mark.parametrize("env", ["ACME_SERVICE_TOKEN", "PAYMENTS_API_KEY", "DB_PASSWORD"])
+def test_an_id_holding_a_credential_of_the_environment_is_refused_on_every_line(
+    bundle, tmp_path, capsys, monkeypatch, env
+):
+    """The batch builds its scrubber once: it still knows the environment's credentials."""
+    secret = "Zq7vLm2Pw9Xc4Rt8"
+    monkeypatch.setenv(env, secret)
+    lines = [good_line(1), json.dumps({"id": secret, "text": "a"}), good_line(3)]
+    lines.append(json.dumps({"id": f"order-{secret}", "text": "b"}))
+    batch = write_batch(tmp_path / "b.jsonl", lines)
+    assert route(bundle, "--input", str(batch)) == 2
+    err = capsys.readouterr().err
+    assert "line 2: id looks like a credential" in err
+    assert "line 4: id looks like a credential" in err
+    assert secret not in err and "line 1" not in err and "line 3" not in err
 
 
 # ---------------------------------------------------------------- printed JSON

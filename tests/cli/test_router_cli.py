@@ -389,3 +389,30 @@ def test_evaluate_refuses_a_policy_fitted_on_another_model(parts, capsys, model)
     err = capsys.readouterr().err
     assert rc == 2, err
     assert "the policy was fitted on model" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # a case that now expects what the rules do not decide
+        (
+            "expect: {destination: reject, reason: permission_denied, rule: permission}",
+            "expect: {destination: human_review, reason: permission_denied, rule: permission}",
+        ),
+        # the rules changed under their tests: the risk limit raised past the tested amount
+        ("amount_limit: 500", "amount_limit: 50000"),
+    ],
+)
+def test_build_refuses_rules_whose_own_tests_fail(parts, tmp_path, capsys, old, new) -> None:
+    text = EXAMPLE.read_text(encoding="utf-8")
+    assert old in text
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(text.replace(old, new, 1), encoding="utf-8")
+    out = tmp_path / "router"
+    args = ["router", "build", "--rules", str(rules), "--model", str(parts / "model")]
+    args += ["--policy", str(parts / "policy.json"), "--name", "s", "--version", "1"]
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "case" in err and not (out / "manifest.json").exists()
+    assert _build(parts, tmp_path / "ok") == 0  # the example's own tests pass

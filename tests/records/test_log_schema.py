@@ -115,16 +115,16 @@ def test_a_failed_migration_leaves_the_version_1_log_as_it_was(tmp_path):
         assert log.count() == 3 and log.meta()["schema_version"] == "4"
 
 
-def test_the_plain_sqlite_reader_of_spark_reads_versions_1_and_2(tmp_path):
-    from hybridroute.spark._replay import _sqlite_rows
+def test_the_read_only_reader_of_spark_reads_versions_1_and_up(tmp_path):
+    from hybridroute.records._log import read_rows
 
     old, new = tmp_path / "v1.sqlite", tmp_path / "v2.sqlite"
     v1_log(old, ["a", None])
     with open_log(new) as log:
         log.log_many([(decision(0), "a", "live"), (decision(1), None, "shadow")])
     for path in (old, new):
-        rows = _sqlite_rows(path)
-        assert [(p, item) for p, _, item, _ in rows] == [(0, "a"), (1, None)]
+        rows = read_rows(path)
+        assert [item for _, item, _ in rows] == ["a", None]
     assert "decision_id" not in columns(old)  # read, never migrated
 
 

@@ -75,19 +75,24 @@ def test_a_failing_shadow_never_touches_the_live_answer(make_app, tmp_path, monk
     assert len(log_rows(tmp_path, role="live")) == 1
 
 
-def test_a_shadow_that_refuses_an_item_routes_the_others(make_app, tmp_path, monkeypatch):
+@pytest.mark.parametrize("seam", ["check", "route_many"])
+def test_a_shadow_that_refuses_an_item_routes_the_others(make_app, tmp_path, monkeypatch, seam):
+    """Refused where a schema refuses (the shadow's check of each request) or later, in
+    routing (e.g. an evidence source its policy lacks): the other items are routed."""
     from hybridroute.exceptions import FactsError
 
     client = make_app(tmp_path, shadows=("v2",))
     shadow = state(client).routers.current.shadows[0].router
-    real = shadow.route_many
+    real = getattr(shadow, seam)
 
-    def picky(items):
-        if any(it.get("text") == "hello" for it in items):
+    def picky(arg):
+        items = arg if seam == "route_many" else [arg]
+        # a request, or a CheckedRequest holding one
+        if any(getattr(it, "request", it).text == "hello" for it in items):
             raise FactsError("this shadow's schema refuses it")
-        return real(items)
+        return real(arg)
 
-    monkeypatch.setattr(shadow, "route_many", picky)
+    monkeypatch.setattr(shadow, seam, picky)
     items = [{"text": t, "facts": {}} for t in ("where is my parcel", "hello", "refund me")]
     client.post("/v1/route/batch", json={"items": items})
     drain_shadows(client)

@@ -1,29 +1,32 @@
 """Calibration and threshold control: thresholds come from labelled data, never literals.
 
 * Probability calibration -- :class:`TemperatureScaling`, :class:`IsotonicCalibration`.
-* Threshold control, one class per technique, each fitted on ``(scores, correct)`` from a
-  calibration split -- :class:`CertifiedPrecisionThreshold`,
-  :class:`FallbackPrecisionThreshold` and :class:`LabelFreeStartThreshold` (finite-sample
-  guarantees; three ways of spending delta along a fixed sequence),
+* Threshold control, one class per technique (``techniques/``: one file each and one
+  name -> class registry), each fitted on ``(scores, correct)`` from a calibration split,
+  deciding for one item, writing its state and checking its own certificate when read back
+  -- :class:`CertifiedPrecisionThreshold` (a finite-sample guarantee),
   :class:`EmpiricalThreshold` (no guarantee; for experiments), :class:`CoverageThreshold`,
   :class:`CostThreshold`, :class:`PerClassThreshold`, :class:`MarginThreshold`,
-  :class:`OutOfScopeThreshold`, :class:`ThreeWayThreshold`.
+  :class:`OutOfScopeThreshold`, :class:`ThreeWayThreshold`. Two research fitters that
+  spend delta along the sequence otherwise live in :mod:`.experimental`.
 * Exact bounds and the sample-size planner -- :func:`clopper_pearson_lower`,
   :func:`required_calibration_size`, :func:`planned_calibration_size`.
 * Evidence completeness with per-source thresholds -- :class:`EvidenceThresholds`,
   :func:`check_evidence`.
 * Metrics -- ECE, Brier, NLL, AURC, risk–coverage and reliability data.
-* The policy artifact -- :class:`Policy` (``save`` / ``load`` / ``apply``) and
-  :func:`label_mix_departure`.
+* The policy artifact -- :class:`Policy` (``save`` / ``load`` / ``apply``), a frozen chain
+  of fitted parts in a sealed envelope, and :func:`label_mix_departure`.
 * The whole procedure, from a probability matrix and gold labels to a built policy --
-  :func:`fit_policy` (what ``hybridroute calibrate`` runs).
+  :func:`fit_policy` (what ``hybridroute calibrate`` runs), its options and their defaults
+  (:class:`FitOptions`), and the check that the model was not trained on the calibration
+  rows (:func:`check_leakage`).
 
 The calibrators and threshold fitters follow scikit-learn's estimator API
 (``get_params`` / ``set_params``, nested ``<component>__<parameter>`` names), so
 :func:`sklearn.base.clone` works on them.
 
-This package imports numpy, scipy and (lazily, for isotonic regression) scikit-learn;
-never litellm, instructor or mlflow.
+This package imports numpy, scipy (when a bound or a fit needs it) and (lazily, for
+isotonic regression) scikit-learn; never litellm, instructor or mlflow.
 """
 
 from __future__ import annotations
@@ -35,8 +38,6 @@ from ._bounds import (
     precision_p_value,
     required_calibration_size,
 )
-from ._cost import CostThreshold
-from ._coverage import CoverageThreshold
 from ._drift import LabelMixDeparture, label_mix_departure
 from ._evidence import (
     EvidenceItem,
@@ -45,8 +46,7 @@ from ._evidence import (
     check_evidence,
     load_evidence_labels,
 )
-from ._fit import fit_policy
-from ._isotonic import IsotonicCalibration
+from ._fit import check_leakage, fit_policy
 from ._metrics import (
     ReliabilityDiagram,
     RiskCoverageCurve,
@@ -60,18 +60,20 @@ from ._metrics import (
     reliability_diagram,
     risk_coverage_curve,
 )
-from ._oos import OutOfScopeThreshold
-from ._per_class import PerClassThreshold
+from ._options import FitOptions
 from ._policy import POLICY_FORMAT, POLICY_FORMAT_VERSION, Policy, PolicyOutcome
-from ._precision import (
+from .calibrators import IsotonicCalibration, TemperatureScaling
+from .techniques import (
     CertifiedPrecisionThreshold,
+    CostThreshold,
+    CoverageThreshold,
     EmpiricalThreshold,
     MarginThreshold,
+    OutOfScopeThreshold,
+    PerClassThreshold,
+    ThreeWayThreshold,
     ThresholdFitter,
 )
-from ._precision_fallback import FallbackPrecisionThreshold, LabelFreeStartThreshold
-from ._temperature import TemperatureScaling
-from ._three_way import ThreeWayThreshold
 
 __all__ = [
     "POLICY_FORMAT",
@@ -83,9 +85,8 @@ __all__ = [
     "EvidenceItem",
     "EvidenceResult",
     "EvidenceThresholds",
-    "FallbackPrecisionThreshold",
+    "FitOptions",
     "IsotonicCalibration",
-    "LabelFreeStartThreshold",
     "LabelMixDeparture",
     "MarginThreshold",
     "OutOfScopeThreshold",
@@ -100,6 +101,7 @@ __all__ = [
     "aurc",
     "brier_score",
     "check_evidence",
+    "check_leakage",
     "clopper_pearson_lower",
     "clopper_pearson_upper",
     "coverage_at",

@@ -175,6 +175,8 @@ ASK_USER = "ask_user"
 HUMAN_REVIEW = "human_review"
 OUT_OF_SCOPE = "out_of_scope"
 ACTIONS = (AUTO_ROUTE, ASK_USER, HUMAN_REVIEW, OUT_OF_SCOPE)
+#: What a policy does below every threshold when it has no ask-the-user zone.
+FALLBACKS = (HUMAN_REVIEW, ASK_USER)
 
 
 def three_way_actions(scores: np.ndarray, auto: float, ask: float) -> np.ndarray:

@@ -16,9 +16,17 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from ._base import check_fraction
+
+
+def _stats() -> Any:
+    """:mod:`scipy.stats`, imported when first needed (it costs most of a second, and
+    reading the package -- e.g. for the command line's choices -- needs none of it)."""
+    from scipy import stats
+
+    return stats
+
 
 __all__ = [
     "clopper_pearson_lower",
@@ -51,7 +59,7 @@ def clopper_pearson_lower(successes: Any, n: Any, delta: float) -> Any:
     if np.any(k < 0) or np.any(k > m):
         raise ValueError("successes must lie in [0, n]")
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = stats.beta.ppf(delta, np.maximum(k, 1e-300), m - k + 1)
+        out = _stats().beta.ppf(delta, np.maximum(k, 1e-300), m - k + 1)
     out = np.where(k == 0, 0.0, out)
     out = np.where(m == 0, np.nan, out)
     return float(out) if out.ndim == 0 else out
@@ -85,7 +93,7 @@ def clopper_pearson_upper(successes: Any, n: Any, delta: float) -> Any:
     if np.any(k < 0) or np.any(k > m):
         raise ValueError("successes must lie in [0, n]")
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = stats.beta.ppf(1 - delta, k + 1, np.maximum(m - k, 1e-300))
+        out = _stats().beta.ppf(1 - delta, k + 1, np.maximum(m - k, 1e-300))
     out = np.where(k == m, 1.0, out)
     out = np.where(m == 0, np.nan, out)
     return float(out) if out.ndim == 0 else out
@@ -118,7 +126,7 @@ def precision_p_value(errors: Any, n: Any, target: float) -> Any:
     target = check_fraction(target, "target")
     e = np.asarray(errors, dtype=float)
     m = np.asarray(n, dtype=float)
-    out = np.where(m > 0, stats.binom.cdf(e, m, 1.0 - target), 1.0)
+    out = np.where(m > 0, _stats().binom.cdf(e, m, 1.0 - target), 1.0)
     return float(out) if out.ndim == 0 else out
 
 
@@ -159,7 +167,7 @@ def _required_size(target: float, delta: float, errors: int) -> int:
     q = 1.0 - target
 
     def ok(n: int) -> bool:
-        return bool(stats.binom.cdf(errors, n, q) <= delta)
+        return bool(_stats().binom.cdf(errors, n, q) <= delta)
 
     # The p-value falls as n grows (errors fixed): double, then bisect.
     lo, hi = errors, max(errors + 1, 1)
@@ -282,7 +290,7 @@ def _planned(
     powers = 2 ** np.arange(0, max(1, int(max_size).bit_length()), dtype=np.int64)
     powers = powers[powers <= max_size]
     errors = _errors_at(rate[:, None], powers[None, :])
-    certifies = stats.binom.cdf(errors, powers[None, :], q) <= delta
+    certifies = _stats().binom.cdf(errors, powers[None, :], q) <= delta
     bracketed = np.flatnonzero(certifies.any(axis=1))
     if bracketed.size == 0:
         return out
@@ -354,16 +362,16 @@ def _error_minimums(target: float, delta: float, size: int) -> np.ndarray:
     e = np.arange(size, dtype=float)
     lo = np.arange(size, dtype=np.int64)  # n = e never certifies (all could be errors)
     hi = lo + 1
-    ok = stats.binom.cdf(e, hi, q) <= delta
+    ok = _stats().binom.cdf(e, hi, q) <= delta
     while not ok.all():
         if hi.max() > 10**12:  # pragma: no cover - only for absurd targets
             raise ValueError("no calibration size up to 1e12 certifies this target")
         lo = np.where(ok, lo, hi)
         hi = np.where(ok, hi, hi * 2)
-        ok = ok | (stats.binom.cdf(e, hi, q) <= delta)
+        ok = ok | (_stats().binom.cdf(e, hi, q) <= delta)
     while np.any(hi - lo > 1):
         mid = (lo + hi) // 2
-        good = stats.binom.cdf(e, mid, q) <= delta
+        good = _stats().binom.cdf(e, mid, q) <= delta
         hi = np.where(good, mid, hi)
         lo = np.where(good, lo, mid)
     hi.setflags(write=False)
@@ -375,7 +383,7 @@ def _smallest_certifying_scan(rate: float, hi: int, q: float, delta: float) -> i
 
     def ok(m: Any) -> Any:
         m = np.asarray(m)
-        return stats.binom.cdf(_errors_at(rate, m), m, q) <= delta
+        return _stats().binom.cdf(_errors_at(rate, m), m, q) <= delta
 
     e = np.arange(int(_errors_at(rate, hi)) + 1, dtype=float)
     ends = np.ceil((e + 1 - 1e-9) / rate).astype(np.int64) - 1

@@ -8,8 +8,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
-
 from ._base import check_fraction
 
 __all__ = ["LabelMixDeparture", "label_mix_departure"]
@@ -123,6 +121,8 @@ def label_mix_departure(
         expected = obs_total * smooth[k] / smooth_total
         chi2 += (obs.get(k, 0.0) - expected) ** 2 / expected
     dof = max(len(labels) - 1, 1)
+    from scipy import stats
+
     p_value = float(stats.chi2.sf(chi2, dof))
     shifts = sorted(
         ((k, p_ref[k], p_obs[k]) for k in labels),

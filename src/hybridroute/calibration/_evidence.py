@@ -21,8 +21,9 @@ import numpy as np
 
 from .._safeio import iter_lines, parse_json
 from ..exceptions import DatasetError, InputError, UndeclaredValueError
+from . import _record as rec
 from ._base import _Estimator, as_flags, as_scores, jsonable_threshold, same_length
-from ._precision import CertifiedPrecisionThreshold, ThresholdFitter
+from .techniques import CertifiedPrecisionThreshold, ThresholdFitter, read_technique
 
 __all__ = [
     "EvidenceItem",
@@ -214,7 +215,7 @@ class EvidenceThresholds(_Estimator):
             fitted[name] = base._clone().fit(s[mask], c[mask])
         self.fitted_sources_ = fitted
         self.thresholds_ = {k: float(f.threshold_) for k, f in fitted.items()}
-        self.sources_ = {k: f.summary() for k, f in fitted.items()}
+        self.sources_ = {k: f.to_state() for k, f in fitted.items()}
         return self
 
     def fit_records(self, records: Iterable[Mapping[str, Any]]) -> EvidenceThresholds:
@@ -231,8 +232,8 @@ class EvidenceThresholds(_Estimator):
         self._check_fitted("thresholds_")
         return check_evidence(required_points, items, self.thresholds_)
 
-    def summary(self) -> dict[str, Any]:
-        """Per-source thresholds and fits as plain JSON values."""
+    def to_state(self) -> dict[str, Any]:
+        """Per-source thresholds and fits as plain JSON values (what a policy records)."""
         self._check_fitted("thresholds_")
         return {
             "method": self.method,
@@ -241,6 +242,35 @@ class EvidenceThresholds(_Estimator):
                 for k, v in self.thresholds_.items()
             },
         }
+
+    summary = to_state
+
+    @classmethod
+    def from_state(cls, state: Any, field: str = "evidence") -> EvidenceThresholds:
+        """The fitted thresholds from their record, each source's fit checked.
+
+        Each source decides by its fit's threshold (``sources.<name>.threshold`` is a copy
+        of it that a policy checks).
+        """
+        sources = state.get("sources") if isinstance(state, dict) else None
+        rec.ensure(isinstance(sources, dict), f"{field}.sources", "must be an object")
+        assert isinstance(sources, dict)
+        fitted: dict[str, ThresholdFitter] = {}
+        for name, entry in sources.items():
+            rec.ensure(isinstance(entry, dict), f"{field}.sources.{name}", "must be an object")
+            fit = read_technique(entry.get("fit"), f"{field}.sources.{name}.fit")
+            rec.ensure(
+                isinstance(fit, ThresholdFitter),
+                f"{field}.sources.{name}.fit.method",
+                "must be a single-threshold fitter",
+            )
+            fitted[name] = fit  # type: ignore[assignment]
+        first = next(iter(fitted.values()), None)
+        out = cls(None if first is None else first._clone())
+        out.fitted_sources_ = fitted
+        out.thresholds_ = {k: float(f.threshold_) for k, f in fitted.items()}
+        out.sources_ = {k: f.to_state() for k, f in fitted.items()}
+        return out
 
 
 _ROW_KEYS = ("request_id", "point", "item_id", "source", "score", "covered")

@@ -8,7 +8,10 @@ scikit-learn).
 
 The calibration rows are divided once, seeded: a share (``calibrator_fraction``) fits the
 probability calibrator, the rest fits the thresholds, so a certificate is computed on rows
-the calibrator never saw. Same inputs give a byte-identical policy.
+the calibrator never saw. The thresholds are fitted by :func:`policy_from_scores` from the
+calibrated scores of those rows (:class:`ThresholdScores`): the registry of techniques says
+which technique an objective fits, so nothing here branches on a technique. Same inputs give
+a byte-identical policy.
 """
 
 from __future__ import annotations
@@ -17,35 +20,22 @@ import json
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .._integrity import is_sha256_hex
 from ..exceptions import DatasetError
-from ._base import ASK_USER, HUMAN_REVIEW, as_proba, check_fraction, check_nonnegative
-from ._cost import CostThreshold
-from ._coverage import CoverageThreshold
+from ._base import HUMAN_REVIEW, as_proba
 from ._evidence import EvidenceThresholds
-from ._isotonic import IsotonicCalibration
-from ._oos import OutOfScopeThreshold
-from ._per_class import PerClassThreshold
+from ._options import FitOptions
 from ._policy import Policy
-from ._precision import (
-    CertifiedPrecisionThreshold,
-    EmpiricalThreshold,
-    MarginThreshold,
-)
-from ._temperature import TemperatureScaling
-from ._three_way import ThreeWayThreshold
+from .calibrators import CALIBRATORS, IsotonicCalibration, TemperatureScaling
+from .techniques import MarginThreshold, PerClassThreshold
 
-__all__ = ["fit_policy"]
+__all__ = ["ThresholdScores", "check_leakage", "fit_policy", "policy_from_scores"]
 
-#: The objectives :func:`fit_policy` knows, by the name written into the policy.
-OBJECTIVES = ("precision", "empirical", "coverage", "cost", "three-way", "oos")
-CALIBRATORS = ("temperature", "isotonic", "none")
-FALLBACKS = (HUMAN_REVIEW, ASK_USER)
-COST_KEYS = ("misroute", "ask_user", "human_review")
 #: Keys :func:`fit_policy` writes into the provenance itself.
 PROVENANCE_KEYS = (
     "split_seed",
@@ -54,6 +44,9 @@ PROVENANCE_KEYS = (
     "threshold_size",
     "objective_args",
 )
+
+#: The defaults (one place: the command line shows these too).
+DEFAULTS = FitOptions()
 
 # An empirical base has no (target, delta) to derive a class size from; below this many
 # items a class's empirical precision is too noisy to set its own threshold, so it pools.
@@ -65,78 +58,69 @@ def fit_policy(
     gold: Iterable[Any],
     classes: Sequence[Any],
     *,
-    objective: str = "precision",
+    objective: str = DEFAULTS.objective,
     target: float | None = None,
-    delta: float = 0.05,
-    calibrator: str = "temperature",
-    calibrator_fraction: float = 0.3,
-    seed: int = 0,
+    delta: float = DEFAULTS.delta,
+    calibrator: str = DEFAULTS.calibrator,
+    calibrator_fraction: float = DEFAULTS.calibrator_fraction,
+    seed: int = DEFAULTS.seed,
     oos_label: str | None = None,
     margin: bool = False,
     per_class: bool = False,
-    ask_target: float = 0.8,
-    precision_target: float = 0.95,
+    ask_target: float = DEFAULTS.ask_target,
+    precision_target: float = DEFAULTS.precision_target,
     costs: Mapping[str, float | None] | None = None,
     fallback: str = HUMAN_REVIEW,
     evidence_records: Iterable[Mapping[str, Any]] | None = None,
     provenance: Mapping[str, Any] | None = None,
     model_fingerprint: str | None = None,
+    training_fingerprint: str | None = None,
+    calibration_fingerprints: Mapping[str, str] | None = None,
 ) -> Policy:
     """Fit a calibrator and thresholds on labelled calibration rows and build the policy.
 
-    The rows are permuted with ``seed``; the first ``round(calibrator_fraction * n)``
-    fit the probability calibrator (in-scope rows only), the others fit the thresholds on
-    calibrated confidence of the *raw* top label, top-1 minus top-2 margin and
-    correctness. ``hybridroute calibrate`` is this function plus dataset and model
-    loading, so both give byte-identical policies for the same inputs.
+    The rows are permuted with ``seed``; the first ``round(calibrator_fraction * n)`` fit
+    the probability calibrator (in-scope rows only), the others fit the thresholds on the
+    calibrated confidence of the *raw* top label, the top-1 minus top-2 margin and
+    correctness (:func:`policy_from_scores`). ``hybridroute calibrate`` is this function
+    plus dataset and model loading: both give byte-identical policies for the same inputs.
 
     Parameters
     ----------
     proba : array-like of shape (n_rows, n_classes)
         The classifier's probabilities on the calibration rows, columns in ``classes``
-        order. Rows must not have been used to train the classifier.
+        order. The classifier must not have been trained on these rows (give
+        ``training_fingerprint`` and ``calibration_fingerprints`` to have it checked).
     gold : iterable of str
-        True label of every row (values are converted with ``str``). A row whose label
-        is ``oos_label`` is out of scope: never a correct route unless ``oos_label`` is
-        itself one of ``classes`` and the model predicted it. Any other label must be
-        one of ``classes``.
+        True label of every row (``str``-converted). A row labelled ``oos_label`` is out of
+        scope (a correct route only if ``oos_label`` is a class the model predicted); any
+        other label must be one of ``classes``.
     classes : sequence of str
         The classifier's label set, in the column order of ``proba`` (unique).
     objective : {"precision", "empirical", "coverage", "cost", "three-way", "oos"}
-        ``precision``: certified precision >= ``target`` with probability 1 - ``delta``;
-        ``empirical``: calibration precision >= ``target``, no guarantee; ``coverage``:
-        auto-route a ``target`` share (guaranteed at 1 - ``delta``); ``cost``: minimise
-        the declared ``costs``; ``three-way``: auto-route at ``target``, ask the user at
-        ``ask_target`` (both certified, ``delta`` split in two); ``oos``: out-of-scope
-        recall >= ``target`` and certified ``precision_target`` on the rows the
-        out-of-scope gate lets through (``delta`` split in two).
+        The registry's (:data:`.techniques.OBJECTIVES`): certified precision >= ``target``
+        at 1 - ``delta``; calibration precision >= ``target``; auto-route a ``target``
+        share; minimise ``costs``; auto-route at ``target`` and ask the user at
+        ``ask_target``; out-of-scope recall >= ``target`` with ``precision_target`` on the
+        rows let through (the last two: two certificates at ``delta / 2``).
     target : float in (0, 1), optional
-        The objective's target; default 0.8 for ``coverage``, else 0.95. Recorded (but
-        unused) for ``cost``.
+        The objective's target; default 0.8 for ``coverage``, else 0.95.
     delta : float in (0, 1), default 0.05
         Allowed probability that a certificate is wrong.
     calibrator : {"temperature", "isotonic", "none"}
-        Probability calibrator. ``none`` only renormalises the rows, and uses every row
-        for the thresholds.
-    calibrator_fraction : float in [0, 1), default 0.3
-        Share of rows that fit the calibrator (ignored with ``calibrator="none"``).
-    seed : int, default 0
-        Seed of the calibrator / threshold split, recorded as ``split_seed``.
+        Probability calibrator; ``none`` only renormalises the rows (all fit thresholds).
+    calibrator_fraction, seed : float in [0, 1), int; default 0.3, 0
+        Share of rows that fit the calibrator; seed of that split (``split_seed``).
     oos_label : str, optional
-        The gold label of out-of-scope rows; needed by the ``oos`` objective. When it is
-        among ``classes`` its calibrated probability is the out-of-scope score, otherwise
-        one minus the top-label confidence is.
+        The gold label of out-of-scope rows (needed by ``oos``). Among ``classes``, its
+        calibrated probability is the out-of-scope score, else one minus the confidence.
     margin : bool, default False
-        Also certify a top-1/top-2 margin gate (``target``, or ``precision_target`` for
-        ``oos``, at ``delta``). Each gate keeps its own certificate; the rows passing
-        both are a subset of each certified set, and that intersection carries no
-        certificate of its own.
+        Also certify a top-1/top-2 margin gate (at ``target``, or ``precision_target``
+        for ``oos``, and ``delta``); each gate keeps its own certificate.
     per_class : bool, default False
-        Per-class thresholds, small classes pooled (not with the ``cost`` objective).
-    ask_target : float in (0, 1), default 0.8
-        ``three-way``: precision certified for the ask-the-user zone.
-    precision_target : float in (0, 1), default 0.95
-        ``oos``: precision certified for routed rows.
+        Per-class thresholds, small classes pooled (not with ``cost``).
+    ask_target, precision_target : float in (0, 1), default 0.8, 0.95
+        ``three-way``: precision of the ask-the-user zone; ``oos``: of routed rows.
     costs : mapping, optional
         ``cost``: ``{"misroute": ..., "ask_user": ... or None, "human_review": ...}``;
         missing keys take :class:`CostThreshold`'s defaults, ``ask_user=None`` drops the
@@ -147,35 +131,35 @@ def fit_policy(
         Labelled evidence rows (``source``, ``score``, ``covered``; e.g. from
         :func:`load_evidence_labels`) to fit per-source evidence thresholds.
     provenance : mapping, optional
-        What the caller knows (dataset fingerprint, model, command...), plain JSON
-        values. ``fit_policy`` adds ``split_seed``, ``calibrator_fraction``,
-        ``calibrator_size``, ``threshold_size`` and ``objective_args``; a provenance
-        that sets one of those to another value is refused.
+        What the caller knows (dataset fingerprint, model, command...), plain JSON values;
+        ``fit_policy`` adds (and refuses another value of) ``split_seed``,
+        ``calibrator_fraction``, ``calibrator_size``, ``threshold_size``, ``objective_args``.
     model_fingerprint : str, optional
-        Fingerprint of the classifier that produced ``proba``
-        (``classifier.fingerprint()``, or ``manifest.json``'s ``fingerprint`` of a saved
-        one), recorded as the policy's ``model_fingerprint``. ``hybridroute calibrate``
-        always records it. A policy without one works with a router built in memory, but
-        ``hybridroute router build`` refuses it and a bundle holds only a bound policy
-        (:func:`hybridroute.router.save_router` binds an unbound one to the classifier it
-        saves with it); a policy bound to another model is refused wherever both sides
-        carry a fingerprint.
+        ``classifier.fingerprint()`` of the model that produced ``proba``, recorded as the
+        policy's ``model_fingerprint``: a router bundle holds only a policy bound to its
+        model (:func:`hybridroute.router.save_router` binds an unbound one).
+    training_fingerprint : str, optional
+        Fingerprint of the rows the classifier was trained on (a saved classifier's
+        ``training_fingerprint_``, or the training split's ``fingerprint``).
+    calibration_fingerprints : mapping of str to str, optional
+        The fingerprints of the calibration rows and of every set that holds them, by a
+        name for the message; a classifier trained on one of them is refused
+        (:func:`check_leakage`).
 
     Returns
     -------
     Policy
-        The built policy (not saved; call :meth:`Policy.save`).
+        The built policy, its fitted parts kept (not saved; call :meth:`Policy.save`).
 
     Raises
     ------
     ValueError
-        An argument out of range or of the wrong shape, an unknown objective, calibrator
-        or fallback, ``per_class`` with ``cost``, ``oos`` without ``oos_label``, or a
-        ``model_fingerprint`` that is not 64 lowercase hex digits.
+        An argument out of range or of the wrong shape (naming it; see
+        :meth:`FitOptions.check`), or a ``model_fingerprint`` that is not one.
     DatasetError
         Gold labels outside ``classes`` (other than ``oos_label``), too few rows for the
-        calibrator or the thresholds, no out-of-scope rows for ``oos``, or an evidence
-        record missing a field.
+        calibrator or the thresholds, no out-of-scope rows for ``oos``, an evidence record
+        missing a field, or a classifier trained on the calibration rows.
 
     Examples
     --------
@@ -187,44 +171,276 @@ def fit_policy(
     >>> policy.certified
     True
     """
-    objective = _choice(objective, OBJECTIVES, "objective")
-    calibrator = _choice(calibrator, CALIBRATORS, "calibrator")
-    fallback = _choice(fallback, FALLBACKS, "fallback")
-    if target is None:
-        target = 0.8 if objective == "coverage" else 0.95
-    target = check_fraction(target, "target")
-    delta = check_fraction(delta, "delta")
-    ask_target = check_fraction(ask_target, "ask_target")
-    precision_target = check_fraction(precision_target, "precision_target")
-    calibrator_fraction = check_fraction(calibrator_fraction, "calibrator_fraction", open_low=False)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    seed = int(seed)
-    for name, flag in (("margin", margin), ("per_class", per_class)):
-        if not isinstance(flag, bool | np.bool_):
-            raise ValueError(f"{name} must be True or False, got {flag!r}")
-    if per_class and objective == "cost":
-        raise ValueError(
-            "per_class works with the precision, empirical, coverage, three-way and oos "
-            "objectives, not cost"
+    given = locals()  # the options, as the caller gave them (checked in one place)
+    options = FitOptions.check(**{k: given[k] for k in FitOptions.check_parameters()})
+    extra_provenance = _arguments(options, provenance, model_fingerprint)
+    check_leakage(training_fingerprint, calibration_fingerprints)
+    labels = [str(c) for c in classes]
+    raw = _proba(proba, labels)
+    gold = [str(g) for g in gold]
+    if len(gold) != raw.shape[0]:
+        raise ValueError(f"gold has {len(gold)} labels but proba has {raw.shape[0]} rows")
+    y = _class_index(gold, labels, options.oos_label)
+    cal_idx, thr_idx = _split(len(gold), options)
+    is_oos = np.array([g == options.oos_label for g in gold], dtype=bool)
+    fitted = _fit_calibrator(raw, y, cal_idx[~is_oos[cal_idx]], len(cal_idx), options)
+    own = {
+        "split_seed": options.seed,
+        "calibrator_fraction": options.calibrator_fraction if fitted is not None else 0.0,
+        "calibrator_size": len(cal_idx),
+        "threshold_size": len(thr_idx),
+        "objective_args": options.objective_args(),
+    }
+    scores = ThresholdScores.of(raw[thr_idx], [gold[i] for i in thr_idx], labels, fitted, options)
+    return policy_from_scores(
+        scores,
+        labels,
+        options,
+        calibrator=fitted,
+        evidence_records=evidence_records,
+        provenance=_merged(extra_provenance, own),
+        model_fingerprint=model_fingerprint,
+    )
+
+
+def _split(n: int, options: FitOptions) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that fit the calibrator and those that fit the thresholds (seeded, once)."""
+    order = np.random.default_rng(options.seed).permutation(n)
+    n_cal = 0 if options.calibrator == "none" else round(options.calibrator_fraction * n)
+    cal_idx, thr_idx = np.sort(order[:n_cal]), np.sort(order[n_cal:])
+    if len(thr_idx) == 0:
+        raise DatasetError(
+            f"no calibration rows are left to fit thresholds ({n} rows, "
+            f"calibrator_fraction {options.calibrator_fraction})",
+            column="label",
         )
-    cost_args = _costs(costs)
-    if oos_label is not None and not isinstance(oos_label, str):
-        raise ValueError(f"oos_label must be a string or None, got {oos_label!r}")
-    if objective == "oos" and oos_label is None:
-        raise ValueError("the oos objective needs oos_label, the gold label of out-of-scope rows")
-    extra_provenance = _provenance(provenance)
-    if model_fingerprint is not None and not is_sha256_hex(model_fingerprint):
+    return cal_idx, thr_idx
+
+
+def _merged(extra: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """The caller's provenance and fit_policy's own (which the caller may not contradict)."""
+    clash = sorted(k for k in PROVENANCE_KEYS if k in extra and extra[k] != own[k])
+    if clash:
         raise ValueError(
-            "model_fingerprint must be a model fingerprint (64 lowercase hex digits, "
-            f"classifier.fingerprint()), got {model_fingerprint!r}"
+            f"provenance sets {', '.join(clash)}, which fit_policy records itself "
+            f"(as {', '.join(repr(own[k]) for k in clash)})"
+        )
+    return {**extra, **own}
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdScores:
+    """What a policy's thresholds are fitted on: one entry per row that fits them.
+
+    ``confidence`` is the calibrated confidence of the model's (raw) top label, ``labels``
+    that label, ``correct`` whether it is the gold label; ``margin`` is the calibrated top
+    label's lead over the runner-up (``None`` when only a top label was scored: then no
+    margin gate); ``gold`` the gold labels (for the recorded label mix) and ``is_oos``
+    which of them are out of scope; ``oos_score`` the out-of-scope score an ``oos``
+    objective's gate is fitted on, of kind ``oos_score_kind`` (``one_minus_confidence`` or
+    ``label_probability``).
+
+    A scores file read without a model (``hybridroute calibrate --scores``) gives these
+    directly, to :func:`policy_from_scores`.
+    """
+
+    confidence: np.ndarray
+    correct: np.ndarray
+    labels: list[str]
+    gold: list[str]
+    is_oos: np.ndarray
+    margin: np.ndarray | None = None
+    oos_score: np.ndarray | None = None
+    oos_score_kind: str = "one_minus_confidence"
+
+    @classmethod
+    def of(
+        cls,
+        raw: np.ndarray,
+        gold: list[str],
+        classes: list[str],
+        calibrator: TemperatureScaling | IsotonicCalibration | None,
+        options: FitOptions,
+    ) -> ThresholdScores:
+        """The scores of the rows ``raw`` (probabilities over ``classes``) once calibrated."""
+        p = (
+            raw / raw.sum(axis=1, keepdims=True)
+            if calibrator is None
+            else calibrator.transform(raw)
+        )
+        top = raw.argmax(axis=1)
+        rows = np.arange(len(raw))
+        conf = p[rows, top]
+        rest = p.copy()
+        rest[rows, top] = -np.inf
+        index = {c: i for i, c in enumerate(classes)}
+        y = _class_index(gold, classes, options.oos_label)
+        kind, oos = "one_minus_confidence", 1.0 - conf
+        # With the out-of-scope label among the model's classes its probability is the
+        # out-of-scope score; otherwise one minus the top-label confidence.
+        if options.oos_label in index:
+            kind, oos = "label_probability", p[:, index[options.oos_label]]
+        return cls(
+            confidence=conf,
+            correct=top == y,
+            labels=[classes[i] for i in top],
+            gold=gold,
+            is_oos=np.array([g == options.oos_label for g in gold], dtype=bool),
+            margin=conf - rest.max(axis=1),
+            oos_score=oos,
+            oos_score_kind=kind,
         )
 
-    labels = [str(c) for c in classes]
-    proba = _proba(proba, labels)
-    gold = [str(g) for g in gold]
-    if len(gold) != proba.shape[0]:
-        raise ValueError(f"gold has {len(gold)} labels but proba has {proba.shape[0]} rows")
+
+def policy_from_scores(
+    scores: ThresholdScores,
+    classes: Sequence[str],
+    options: FitOptions,
+    *,
+    calibrator: TemperatureScaling | IsotonicCalibration | None = None,
+    evidence_records: Iterable[Mapping[str, Any]] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+    model_fingerprint: str | None = None,
+) -> Policy:
+    """Fit the thresholds ``options`` ask for on ``scores`` and build the policy.
+
+    The objective's technique (:data:`~hybridroute.calibration.techniques.OBJECTIVES`)
+    builds the auto-route threshold and, for ``oos``, the out-of-scope gate fitted first;
+    the margin and per-class techniques follow when asked for. The fitted techniques are
+    the policy's parts, kept as they are.
+
+    Parameters
+    ----------
+    scores : ThresholdScores
+        The rows that fit the thresholds.
+    classes : sequence of str
+        The model's label set.
+    options : FitOptions
+        Checked options (:meth:`FitOptions.check`).
+    calibrator : fitted calibrator, optional
+        The calibrator ``scores`` went through (recorded in the policy).
+    evidence_records, provenance, model_fingerprint
+        As :func:`fit_policy` takes them (the provenance is recorded as given).
+
+    Returns
+    -------
+    Policy
+    """
+    technique = options.technique
+    route = technique.for_objective(options)
+    gate = technique.gate_for(options)
+    conf, correct = scores.confidence, scores.correct
+    if gate is None:
+        route.fit(conf, correct)  # type: ignore[attr-defined]
+    else:
+        if not scores.is_oos.any():
+            raise DatasetError(
+                f"no out-of-scope rows (gold label {options.oos_label!r}) among the "
+                f"{len(conf)} rows that fit the thresholds; the {options.objective} objective "
+                "needs some",
+                column="label",
+            )
+        oos_score = 1.0 - conf if scores.oos_score is None else scores.oos_score
+        gate.fit(oos_score, scores.is_oos)  # type: ignore[attr-defined]
+        # jointly: precision is certified on the rows the out-of-scope gate lets through
+        passed = ~gate.predict(oos_score)  # type: ignore[attr-defined]
+        if not passed.any():
+            passed[:] = True
+        route.fit(conf[passed], correct[passed])  # type: ignore[attr-defined]
+    margin_fit = None
+    if options.margin:
+        if scores.margin is None:
+            raise DatasetError("a margin gate needs the runner-up's score, which these scores lack")
+        margin_fit = MarginThreshold.for_objective(options).fit(scores.margin, correct)
+    per_class_fit = None
+    if options.per_class:
+        base = route.per_class_base()
+        # A certifying base derives its smallest class from (target, delta).
+        params = base.get_params(deep=False)
+        min_size = None if "target" in params and "delta" in params else _EMPIRICAL_MIN_CLASS_SIZE
+        per_class_fit = PerClassThreshold(base, min_class_size=min_size).fit(
+            conf, correct, scores.labels
+        )
+    evidence_fit = None
+    if evidence_records is not None:
+        evidence_fit = EvidenceThresholds().fit_records(_evidence_rows(evidence_records))
+    kind = scores.oos_score_kind
+    return Policy.build(
+        classes=list(classes),
+        threshold=route,
+        calibrator=calibrator,
+        per_class=per_class_fit,
+        margin=margin_fit,
+        oos=gate,
+        oos_score=kind,
+        oos_label=options.oos_label if kind == "label_probability" else None,
+        evidence=evidence_fit,
+        fallback=options.fallback,
+        calibration_labels=scores.gold,
+        out_of_scope_label=options.oos_label,
+        objective=options.objective,
+        provenance=provenance,
+        model_fingerprint=model_fingerprint,
+    )
+
+
+def check_leakage(
+    training_fingerprint: str | None, calibration_fingerprints: Mapping[str, str] | None
+) -> None:
+    """Refuse calibration rows the classifier was trained on.
+
+    Parameters
+    ----------
+    training_fingerprint : str or None
+        Fingerprint of the classifier's training rows (``None``: unknown, nothing checked).
+    calibration_fingerprints : mapping of str to str, or None
+        Name -> fingerprint of the calibration rows and of every set that holds them.
+
+    Raises
+    ------
+    DatasetError
+        When the training fingerprint is one of them, naming which.
+    ValueError
+        Arguments of the wrong type.
+    """
+    if training_fingerprint is None or not calibration_fingerprints:
+        return
+    if not isinstance(training_fingerprint, str):
+        raise ValueError(f"training_fingerprint must be a string, got {training_fingerprint!r}")
+    if not isinstance(calibration_fingerprints, Mapping):
+        raise ValueError("calibration_fingerprints must map names to fingerprints")
+    for name, fingerprint in calibration_fingerprints.items():
+        if fingerprint == training_fingerprint:
+            raise DatasetError(
+                f"the model was trained on {name}, which holds the calibration rows: a "
+                "certificate computed on rows the model has seen does not hold for new "
+                "traffic; fit the policy on rows the model was not trained on",
+                column="split",
+            )
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _fit_calibrator(
+    raw: np.ndarray, y: np.ndarray, in_scope: np.ndarray, n_cal: int, options: FitOptions
+) -> TemperatureScaling | IsotonicCalibration | None:
+    """The calibrator fitted on the in-scope rows of its share (``None`` for ``none``)."""
+    if options.calibrator not in CALIBRATORS:
+        return None
+    if len(in_scope) < 2:
+        raise DatasetError(
+            f"too few in-scope calibration rows to fit a calibrator: {len(in_scope)} of "
+            f"the {n_cal} rows calibrator_fraction {options.calibrator_fraction} gives "
+            f"(of {len(y)}); it needs at least 2 (or use calibrator 'none')",
+            column="label",
+        )
+    return CALIBRATORS[options.calibrator]().fit(raw[in_scope], y[in_scope])
+
+
+def _class_index(gold: list[str], labels: list[str], oos_label: str | None) -> np.ndarray:
+    """Each row's class column; an out-of-scope row (never a right route unless its label
+    is a class the model predicted) is -1. A label outside both is a ``DatasetError``."""
     index = {c: i for i, c in enumerate(labels)}
     unknown = sorted({g for g in gold if g not in index and g != oos_label})
     if unknown:
@@ -233,180 +449,23 @@ def fit_policy(
             + (f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else ""),
             column="label",
         )
-    is_oos = np.array([g == oos_label for g in gold], dtype=bool)
-    # An out-of-scope row is right only when the model has the out-of-scope label as a
-    # class and predicted it; otherwise (y = -1) any label is a misroute.
-    y = np.array([index.get(g, -1) for g in gold], dtype=int)
+    return np.array([index.get(g, -1) for g in gold], dtype=int)
 
-    n = len(gold)
-    order = np.random.default_rng(seed).permutation(n)
-    n_cal = 0 if calibrator == "none" else round(calibrator_fraction * n)
-    cal_idx, thr_idx = np.sort(order[:n_cal]), np.sort(order[n_cal:])
-    if len(thr_idx) == 0:
-        raise DatasetError(
-            f"no calibration rows are left to fit thresholds ({n} rows, "
-            f"calibrator_fraction {calibrator_fraction})",
-            column="label",
-        )
 
-    fitted_cal: TemperatureScaling | IsotonicCalibration | None = None
-    if calibrator != "none":
-        in_scope = cal_idx[~is_oos[cal_idx]]
-        if len(in_scope) < 2:
-            raise DatasetError(
-                f"too few in-scope calibration rows to fit a calibrator: {len(in_scope)} of "
-                f"the {len(cal_idx)} rows calibrator_fraction {calibrator_fraction} gives "
-                f"(of {n}); it needs at least 2 (or use calibrator 'none')",
-                column="label",
-            )
-        est = TemperatureScaling() if calibrator == "temperature" else IsotonicCalibration()
-        fitted_cal = est.fit(proba[in_scope], y[in_scope])
-        p = fitted_cal.transform(proba[thr_idx])
-    else:
-        p = proba[thr_idx] / proba[thr_idx].sum(axis=1, keepdims=True)
-    raw_top = proba[thr_idx].argmax(axis=1)
-    rows = np.arange(len(thr_idx))
-    conf = p[rows, raw_top]
-    rest = p.copy()
-    rest[rows, raw_top] = -np.inf
-    margins = conf - rest.max(axis=1)
-    correct = raw_top == y[thr_idx]
-    pred_labels = [labels[i] for i in raw_top]
-
-    oos_fit: OutOfScopeThreshold | None = None
-    oos_score_kind = "one_minus_confidence"
-    fitter: Any
-    if objective == "precision":
-        fitter = CertifiedPrecisionThreshold(target, delta)
-    elif objective == "empirical":
-        fitter = EmpiricalThreshold(target)
-    elif objective == "coverage":
-        fitter = CoverageThreshold(target, delta)
-    elif objective == "cost":
-        fitter = CostThreshold(
-            cost_args["cost_misroute"], cost_args["cost_ask_user"], cost_args["cost_human_review"]
-        )
-    elif objective == "three-way":
-        fitter = ThreeWayThreshold.certified(target, ask_target, delta)
-    else:
-        if not is_oos[thr_idx].any():
-            raise DatasetError(
-                f"no out-of-scope rows (gold label {oos_label!r}) among the {len(thr_idx)} "
-                "rows that fit the thresholds; the oos objective needs some",
-                column="label",
-            )
-        # With the out-of-scope label among the model's classes its probability is the
-        # out-of-scope score; otherwise one minus the top-label confidence.
-        if oos_label in index:
-            oos_score_kind = "label_probability"
-            oos_scores = p[:, index[oos_label]]
-        else:
-            oos_scores = 1.0 - conf
-        oos_fit = OutOfScopeThreshold(recall=target, delta=delta / 2).fit(
-            oos_scores, is_oos[thr_idx]
-        )
-        fitter = CertifiedPrecisionThreshold(precision_target, delta / 2)
-    if oos_fit is not None:
-        # jointly: precision is certified on the rows the out-of-scope gate lets through
-        passed = ~oos_fit.predict(oos_scores)
-        if not passed.any():
-            passed[:] = True
-        fitter.fit(conf[passed], correct[passed])
-    else:
-        fitter.fit(conf, correct)
-
-    margin_fit = None
-    if margin:
-        margin_target = precision_target if objective == "oos" else target
-        margin_fit = MarginThreshold(margin_target, delta).fit(margins, correct)
-    per_class_fit = None
-    if per_class:
-        base = fitter.auto if isinstance(fitter, ThreeWayThreshold) else fitter
-        params = base.get_params(deep=False)
-        # A certifying base derives its smallest class from (target, delta).
-        min_size = None if "target" in params and "delta" in params else _EMPIRICAL_MIN_CLASS_SIZE
-        per_class_fit = PerClassThreshold(base, min_class_size=min_size).fit(
-            conf, correct, pred_labels
-        )
-    evidence_fit = None
-    if evidence_records is not None:
-        evidence_fit = EvidenceThresholds().fit_records(_evidence_rows(evidence_records))
-
-    objective_args: dict[str, Any] = {"objective": objective, "target": target, "delta": delta}
-    if objective == "three-way":
-        objective_args["ask_target"] = ask_target
-    if objective == "oos":
-        objective_args["precision_target"] = precision_target
-    if objective == "cost":
-        objective_args.update(cost_args)
-    own = {
-        "split_seed": seed,
-        "calibrator_fraction": calibrator_fraction if fitted_cal is not None else 0.0,
-        "calibrator_size": len(cal_idx),
-        "threshold_size": len(thr_idx),
-        "objective_args": objective_args,
-    }
-    clash = sorted(
-        k for k in PROVENANCE_KEYS if k in extra_provenance and extra_provenance[k] != own[k]
-    )
-    if clash:
+def _arguments(
+    options: FitOptions, provenance: Mapping[str, Any] | None, model_fingerprint: str | None
+) -> dict[str, Any]:
+    """The caller's provenance, once the arguments options do not cover are checked."""
+    if options.technique.needs_oos_label and options.oos_label is None:
         raise ValueError(
-            f"provenance sets {', '.join(clash)}, which fit_policy records itself "
-            f"(as {', '.join(repr(own[k]) for k in clash)})"
+            f"the {options.objective} objective needs oos_label, the gold label of "
+            "out-of-scope rows"
         )
-    return Policy.build(
-        classes=labels,
-        threshold=fitter,
-        calibrator=fitted_cal,
-        per_class=per_class_fit,
-        margin=margin_fit,
-        oos=oos_fit,
-        oos_score=oos_score_kind,
-        oos_label=oos_label if oos_score_kind == "label_probability" else None,
-        evidence=evidence_fit,
-        fallback=fallback,
-        calibration_labels=[gold[i] for i in thr_idx],
-        out_of_scope_label=oos_label,
-        objective=objective,
-        provenance={**extra_provenance, **own},
-        model_fingerprint=model_fingerprint,
-    )
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def _choice(value: Any, allowed: tuple[str, ...], name: str) -> str:
-    # str() turns a StrEnum member into its value (the CLI passes those).
-    v = str(value) if isinstance(value, str) else value
-    if v not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-    return str(v)
-
-
-def _costs(costs: Mapping[str, float | None] | None) -> dict[str, float | None]:
-    """``cost_misroute`` / ``cost_ask_user`` / ``cost_human_review`` as plain floats."""
-    defaults = CostThreshold().get_params(deep=False)
-    given: Mapping[str, float | None] = {} if costs is None else costs
-    if not isinstance(given, Mapping):
-        raise ValueError(f"costs must be a mapping with keys {', '.join(COST_KEYS)}")
-    unknown = sorted(set(given) - set(COST_KEYS))
-    if unknown:
+    if model_fingerprint is not None and not is_sha256_hex(model_fingerprint):
         raise ValueError(
-            f"unknown cost {', '.join(map(repr, unknown))}; the costs are {', '.join(COST_KEYS)}"
+            "model_fingerprint must be a model fingerprint (64 lowercase hex digits, "
+            f"classifier.fingerprint()), got {model_fingerprint!r}"
         )
-    out: dict[str, float | None] = {}
-    for key in COST_KEYS:
-        name = f"cost_{key}"
-        value = given.get(key, defaults[name])
-        if value is None and key == "ask_user":
-            out[name] = None
-        else:
-            out[name] = check_nonnegative(value, f"costs[{key!r}]")
-    return out
-
-
-def _provenance(provenance: Mapping[str, Any] | None) -> dict[str, Any]:
     if provenance is None:
         return {}
     if not isinstance(provenance, Mapping):

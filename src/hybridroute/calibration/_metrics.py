@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._base import as_class_index, as_flags, as_proba, as_scores, same_length
-from ._precision import _Curve
+from .techniques._base import Curve as _Curve
 
 __all__ = [
     "DEFAULT_ECE_BINS",

@@ -1,26 +1,34 @@
-"""The policy artifact: everything fitted, with its provenance, as one versioned JSON document.
+"""The policy artifact: a frozen chain of fitted parts in a sealed envelope.
 
-A :class:`Policy` is what the router loads. It is a plain document (no code, no pickles):
+A :class:`Policy` is what the router loads. In memory it holds its fitted parts -- the
+calibrator, the out-of-scope gate, the auto-route technique (or per-class thresholds), the
+margin gate, the fallback and the evidence thresholds (:class:`~._policy_doc.Chain`) --
+and :meth:`Policy.apply` walks them for each item. On disk it is a plain JSON document (no
+code, no pickles), written from those parts:
 
 * ``calibrator`` -- ``none``, ``temperature`` (with ``temperature``) or ``isotonic`` (knots);
-* ``thresholds`` -- ``auto`` (auto-route at or above; ``null``: nothing is auto-routed),
-  ``ask`` (ask the user at or above; ``null``: no ask zone), ``per_class`` thresholds,
-  ``margin`` (top-1 minus top-2), ``oos`` (score definition and cut-off) and ``fallback``
-  (what happens below every threshold);
-* ``evidence`` -- per-source evidence thresholds;
-* ``objective`` / ``guarantee`` / ``expected`` -- how the thresholds were fitted, whether
-  the target is certified, the bound, and the coverage expected;
+* ``objective`` -- its ``name`` and ``fit``, the auto-route technique's record;
+* ``thresholds`` -- the gate values: ``auto`` (auto-route at or above; ``null``: nothing
+  is auto-routed), ``ask`` (ask the user at or above; ``null``: no ask zone), ``per_class``
+  and ``per_class_default``, ``margin`` (top-1 minus top-2), ``oos`` (score definition,
+  cut-off and its ``fit``) and ``fallback`` (what happens below every threshold);
+* ``fits`` -- the ``per_class`` and ``margin`` records;
+* ``evidence`` -- per-source evidence thresholds and their records;
+* ``guarantee`` / ``expected`` -- whether the target is certified, the bound, and the
+  coverage expected (copies of the auto-route record);
 * ``calibration_data`` -- size, label counts and out-of-scope share of the calibration set
   (a certified threshold holds for traffic like it; see :meth:`Policy.check_label_mix`);
 * ``provenance`` -- dataset fingerprint, split seed, model, command... (free-form, plain);
 * ``model_fingerprint`` -- the fingerprint of the classifier the policy was fitted on
   (:meth:`hybridroute.classifiers.IntentClassifier.fingerprint`), or ``null``;
-* ``format`` / ``format_version`` / ``library_version``, and the seal: ``content_sha256``
-  and, when ``HYBRIDROUTE_SIGNING_KEY`` is set at write time, ``signature``.
+* ``format`` / ``format_version`` (3; version 2 files, the same fields, are read too) /
+  ``library_version``, and the seal: ``content_sha256`` and, when
+  ``HYBRIDROUTE_SIGNING_KEY`` is set at write time, ``signature``.
 
 Same inputs give byte-identical files: keys are sorted, floats are written with Python's
 shortest round-trip ``repr`` (so loading gives back the same floats exactly), and nothing
-time- or machine-dependent is recorded (a signature is deterministic too).
+time- or machine-dependent is recorded (a signature is deterministic too). A policy read
+from a file writes back the very document it was read from.
 
 Loading (:meth:`Policy.load` / :meth:`Policy.from_dict`) refuses, with an
 :class:`~hybridroute.exceptions.ArtifactError` naming the file and the field:
@@ -32,27 +40,29 @@ Loading (:meth:`Policy.load` / :meth:`Policy.from_dict`) refuses, with an
   without its seal) missing or not matching, or a signature refused by the rules of
   :mod:`hybridroute._integrity` (signed without the key set, a wrong key, unsigned while
   the key is set);
-* a malformed field, and **fields that contradict each other**: a threshold that is not
-  the one its recorded fit gives (``thresholds.auto`` vs ``objective.fit.threshold``, the
-  ask, margin, per-class, out-of-scope and evidence thresholds vs their fits), a
-  ``guarantee`` or ``expected`` block that is not the fit's, a certificate whose recorded
-  counts (coverage and precision of ``calibration_size`` items) do not give the recorded
-  Clopper-Pearson bound at ``delta / n_starts`` or whose p-value misses the level, a
-  coverage guarantee the recorded count does not meet, a probability threshold outside
-  [0, 1], a certificate from a fitter whose record cannot be checked.
+* a malformed field, and **fields that contradict each other**: each record is read back by
+  its own technique (``from_state``), which re-derives its certificate from its recorded
+  counts (the Clopper-Pearson bound at its level, the p-value against the target, the
+  starts and levels of a sequence) and refuses one they do not give; a gate value that is
+  not the one its record gives, a ``guarantee`` or ``expected`` block that is not the
+  fit's, a probability threshold outside [0, 1], a certificate from a technique this
+  library cannot check.
 
 The plain hash catches accidents, and the consistency checks catch edits that break the
 arithmetic of a certificate; neither stops someone who rewrites a whole fit record
 consistently and recomputes the hash. Signing does.
+
+A policy built from fitted parts (:meth:`Policy.build`, :func:`fit_policy`) keeps them and
+writes them: their records are not read back through these checks.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,57 +70,35 @@ from typing import Any
 import numpy as np
 
 from .. import _safeio
+from .._atomic import write_atomic
 from .._integrity import content_hash, is_sha256_hex, seal, verify
+from .._ranking import complete_ranking
 from .._version import __version__
 from ..contracts import ReasonCode
 from ..exceptions import ArtifactError, InputError, UndeclaredValueError
-from ._base import (
-    ASK_USER,
-    AUTO_ROUTE,
-    HUMAN_REVIEW,
-    OUT_OF_SCOPE,
-    as_proba,
-    jsonable_threshold,
-    threshold_from_json,
-)
+from ._base import ASK_USER, AUTO_ROUTE, FALLBACKS, HUMAN_REVIEW, OUT_OF_SCOPE, as_proba
 from ._drift import LabelMixDeparture, label_mix_departure
-from ._evidence import EvidenceItem, EvidenceResult, check_evidence
-from ._isotonic import isotonic_transform
-from ._policy_checks import (
+from ._evidence import EvidenceItem, EvidenceResult
+from ._policy_doc import (
     OOS_SCORES,
     POLICY_FORMAT,
     POLICY_FORMAT_VERSION,
     POLICY_MAX_BYTES,
-    check_consistency,
-    validate_document,
+    READ_VERSIONS,
+    Chain,
+    OutOfScopeGate,
+    check_built,
+    check_envelope,
+    plain,
+    read_parts,
+    write_document,
 )
+from ._policy_doc import calibration_data as _calibration_data_of
 from ._policy_outcome import PolicyOutcome
-from ._temperature import apply_temperature
+from .calibrators import IsotonicCalibration, TemperatureScaling
+from .techniques import Technique
 
 __all__ = ["POLICY_FORMAT", "POLICY_FORMAT_VERSION", "Policy", "PolicyOutcome"]
-
-
-# --------------------------------------------------------------------------- JSON helpers
-
-
-def _plain(obj: Any, where: str = "policy") -> Any:
-    """Plain JSON types only: numpy scalars unwrapped, tuples to lists, no NaN or inf."""
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
-    if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        v = float(obj)
-        if not math.isfinite(v):
-            raise ValueError(f"{where}: non-finite number {v!r} cannot go into a policy")
-        return v
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v, f"{where}.{k}") for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, np.ndarray)):
-        return [_plain(v, f"{where}[]") for v in list(obj)]
-    raise ValueError(f"{where}: value of type {type(obj).__name__} cannot go into a policy")
 
 
 def _content_hash(doc: Mapping[str, Any]) -> str:
@@ -118,45 +106,49 @@ def _content_hash(doc: Mapping[str, Any]) -> str:
     return content_hash(doc)
 
 
-def _summary_or_none(obj: Any) -> Any:
-    return None if obj is None else obj.summary()
-
-
-# --------------------------------------------------------------------------- the policy
+def _fitted_threshold(threshold: Any) -> Technique:
+    if not (isinstance(threshold, Technique) and hasattr(threshold, "threshold_")):
+        raise ValueError("threshold must be a fitted threshold fitter")
+    return threshold
 
 
 class Policy:
     """A fitted routing policy: calibrator, thresholds, evidence thresholds, provenance.
 
-    Build one from fitted estimators with :meth:`build`, write it with :meth:`save`, read
-    it back with :meth:`load`, and apply it to a classifier's ranked labels with
-    :meth:`apply` (one item) or to a probability matrix with :meth:`apply_proba`.
+    Build one from fitted estimators with :meth:`build` (or :func:`fit_policy`), write it
+    with :meth:`save`, read it back with :meth:`load`, and apply it to a classifier's
+    ranked labels with :meth:`apply` (one item) or to a probability matrix with
+    :meth:`apply_proba`.
     """
 
-    __slots__ = ("_doc", "_index", "_knots")
+    __slots__ = ("_chain", "_checked", "_doc", "_index")
 
     def __init__(self, document: Mapping[str, Any], *, path: str | None = None) -> None:
-        """Wrap a policy document after structural checks of every field.
+        """Read a policy document held in memory.
 
         The seal fields (``content_sha256``, ``signature``) are dropped: an object in
-        memory is trusted as given. Consistency between fields (a threshold against its
-        recorded fit) is checked by :meth:`build`, :meth:`save` and :meth:`from_dict`, not
-        here, so a document can be edited in memory (as experiments do) before it is
-        written.
+        memory is trusted as given. Every field's shape and every fit record are checked;
+        the gate values (``thresholds``, evidence thresholds) may have been edited in memory
+        (as experiments do) and are applied as written, while :meth:`save` (like
+        :meth:`from_dict`) refuses a document whose gate values their records do not give.
         """
-        doc = _plain(document)
+        doc = plain(document)
         doc.pop("content_sha256", None)
         doc.pop("signature", None)
-        validate_document(doc, path)
+        self._set(read_parts(doc, path, strict=False), doc, checked=False)
+
+    def _set(self, chain: Chain, doc: dict[str, Any], *, checked: bool) -> None:
+        self._chain = chain
         self._doc = doc
-        # built once, since scoring runs per item: label -> column, isotonic knots
+        # a policy built from fitted parts, or read with every check, is saved as it is
+        self._checked = checked
         self._index = {c: i for i, c in enumerate(doc["classes"])}
-        cal = doc["calibrator"]
-        self._knots = (
-            (np.asarray(cal["x"], dtype=float), np.asarray(cal["y"], dtype=float))
-            if cal["method"] == "isotonic"
-            else None
-        )
+
+    @classmethod
+    def _of(cls, chain: Chain, doc: dict[str, Any], *, checked: bool) -> Policy:
+        policy = object.__new__(cls)
+        policy._set(chain, doc, checked=checked)
+        return policy
 
     # ------------------------------------------------------------------ building
 
@@ -180,16 +172,16 @@ class Policy:
         provenance: Mapping[str, Any] | None = None,
         model_fingerprint: str | None = None,
     ) -> Policy:
-        """Assemble a policy from fitted estimators.
+        """Assemble a policy from fitted estimators (kept as its parts).
 
         Parameters
         ----------
         classes : sequence of str
             The classifier's label set, in the column order of its probabilities.
-        threshold : fitted threshold fitter
-            The main one: a :class:`CertifiedPrecisionThreshold`, :class:`EmpiricalThreshold`,
-            :class:`CoverageThreshold`, :class:`CostThreshold` or :class:`ThreeWayThreshold`
-            (the last two also give the ask-the-user threshold).
+        threshold : fitted threshold technique
+            The auto-route one: a :class:`CertifiedPrecisionThreshold`,
+            :class:`EmpiricalThreshold`, :class:`CoverageThreshold`, :class:`CostThreshold`
+            or :class:`ThreeWayThreshold` (the last two also give the ask-the-user zone).
         calibrator : fitted TemperatureScaling or IsotonicCalibration, optional
         per_class : fitted PerClassThreshold, optional
             Replaces the auto threshold by the item's label's threshold.
@@ -221,92 +213,45 @@ class Policy:
         Raises
         ------
         ValueError
-            A malformed argument, or fitted records that contradict each other.
+            A malformed or unfitted argument, a threshold outside what its gate compares
+            (a confidence outside [0, 1]...), an objective its technique does not fit, or a
+            certificate from a technique no reader could check.
         """
-        if not hasattr(threshold, "threshold_"):
-            raise ValueError("threshold must be a fitted threshold fitter")
-        summary = threshold.summary()
-        ask = getattr(threshold, "ask_threshold_", None)
-        if getattr(threshold, "two_way_", False):
-            ask = None
-        guarantee_src = summary.get("auto", summary)
-        guarantee = {
-            "certified": bool(summary.get("certified", False)),
-            "target": guarantee_src.get("target"),
-            "delta": guarantee_src.get("delta"),
-            "bound": guarantee_src.get("bound"),
-            "reason": guarantee_src.get("reason"),
-            "required_calibration_size": guarantee_src.get("required_calibration_size"),
-        }
-        if calibrator is None:
-            cal: dict[str, Any] = {"method": "none"}
-        else:
-            cal = calibrator.summary()
-        oos_doc = None
+        threshold = _fitted_threshold(threshold)
+        labels = [str(c) for c in classes]
+        if not labels or len(set(labels)) != len(labels):
+            raise ValueError(f"classes must be a non-empty list of distinct labels, got {labels!r}")
+        if model_fingerprint is not None and not is_sha256_hex(model_fingerprint):
+            raise ValueError(
+                f"a model fingerprint is 64 lowercase hex digits, got {model_fingerprint!r}"
+            )
+        if calibrator is not None and not isinstance(
+            calibrator, TemperatureScaling | IsotonicCalibration
+        ):
+            raise ValueError(f"calibrator must be a fitted calibrator or None, got {calibrator!r}")
+        if fallback not in FALLBACKS:
+            raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
+        gate = None
         if oos is not None:
             if oos_score not in OOS_SCORES:
                 raise ValueError(f"oos_score must be one of {OOS_SCORES}, got {oos_score!r}")
-            if oos_score == "label_probability" and oos_label not in [str(c) for c in classes]:
+            if oos_score == "label_probability" and oos_label not in labels:
                 raise ValueError("oos_score='label_probability' needs oos_label among classes")
-            osum = oos.summary()
-            oos_doc = {
-                "score": oos_score,
-                "label": oos_label if oos_score == "label_probability" else None,
-                "cutoff": osum["cutoff"],
-                "fit": osum,
-            }
-        thresholds = {
-            "auto": jsonable_threshold(threshold.threshold_),
-            "ask": None if ask is None else jsonable_threshold(ask),
-            "per_class": None,
-            "per_class_default": None,
-            "margin": None,
-            "oos": oos_doc,
-            "fallback": fallback,
-        }
-        per_class_fit = None
-        if per_class is not None:
-            thresholds["per_class"] = {
-                k: jsonable_threshold(v) for k, v in per_class.thresholds_.items()
-            }
-            thresholds["per_class_default"] = jsonable_threshold(per_class.pool_threshold_)
-            per_class_fit = per_class.summary()
-        margin_fit = None
-        if margin is not None:
-            thresholds["margin"] = jsonable_threshold(margin.threshold_)
-            margin_fit = margin.summary()
-        cal_data: dict[str, Any] = {"size": summary.get("calibration_size")}
-        if calibration_labels is not None:
-            counts = Counter(str(x) for x in calibration_labels)
-            n = sum(counts.values())
-            cal_data["label_counts"] = dict(sorted(counts.items()))
-            cal_data["size"] = n
-            cal_data["out_of_scope_label"] = out_of_scope_label
-            cal_data["out_of_scope_share"] = (
-                counts.get(out_of_scope_label, 0) / n if out_of_scope_label is not None else 0.0
+            gate = OutOfScopeGate(
+                oos, oos_score, oos_label if oos_score == "label_probability" else None
             )
-        doc = {
-            "format": POLICY_FORMAT,
-            "format_version": POLICY_FORMAT_VERSION,
-            "library_version": __version__,
-            "classes": [str(c) for c in classes],
-            "calibrator": cal,
-            "objective": {"name": objective or summary.get("method"), "fit": summary},
-            "thresholds": thresholds,
-            "fits": {"per_class": per_class_fit, "margin": margin_fit},
-            "evidence": _summary_or_none(evidence),
-            "guarantee": guarantee,
-            "expected": {
-                "coverage": summary.get("coverage"),
-                "precision": summary.get("precision"),
-            },
-            "calibration_data": cal_data,
-            "provenance": dict(provenance or {}),
-            "model_fingerprint": model_fingerprint,
-        }
-        policy = cls(doc)
-        check_consistency(policy._doc, None, error=ValueError)
-        return policy
+        chain = Chain(calibrator, gate, threshold, per_class, margin, fallback, evidence)
+        size = getattr(threshold, "n_calibration_", None)
+        doc = write_document(
+            chain,
+            classes=labels,
+            objective=objective,
+            calibration_data=_calibration_data_of(size, calibration_labels, out_of_scope_label),
+            provenance=dict(provenance or {}),
+            model_fingerprint=model_fingerprint,
+        )
+        check_built(doc)
+        return cls._of(chain, doc, checked=True)
 
     def with_model_fingerprint(self, fingerprint: str) -> Policy:
         """This policy bound to the model with ``fingerprint`` (a new policy).
@@ -332,7 +277,7 @@ class Policy:
             )
         doc = copy.deepcopy(self._doc)
         doc["model_fingerprint"] = fingerprint
-        return type(self)(doc)
+        return self._of(self._chain, doc, checked=self._checked)
 
     def with_refit_threshold(
         self,
@@ -360,18 +305,32 @@ class Policy:
         ValueError
             An ask zone or per-class thresholds, an unfitted fitter, a contradictory result.
         """
-        from ._policy_refit import refit_document
-
-        doc = refit_document(
-            self._doc,
-            threshold,
-            calibration_labels=calibration_labels,
-            calibration_data=calibration_data,
-            provenance=provenance,
+        threshold = _fitted_threshold(threshold)
+        t = self._doc["thresholds"]
+        if t["ask"] is not None or t["per_class"] is not None:
+            raise ValueError(
+                "only a policy with one auto-route threshold (no ask-the-user zone, no "
+                "per-class thresholds) can have its threshold refitted"
+            )
+        old = self._doc
+        data = _calibration_data_of(
+            getattr(threshold, "n_calibration_", None),
+            calibration_labels,
+            old["calibration_data"].get("out_of_scope_label"),
         )
-        policy = type(self)(doc)
-        check_consistency(policy._doc, None, error=ValueError)
-        return policy
+        data.update(calibration_data or {})
+        chain = dataclasses.replace(self._chain, route=threshold)
+        doc = write_document(
+            chain,
+            classes=old["classes"],
+            objective=old["objective"]["name"],
+            calibration_data=data,
+            provenance=dict(provenance or {}),
+            model_fingerprint=old["model_fingerprint"],
+        )
+        check_built(doc)
+        check_envelope(doc)
+        return self._of(chain, doc, checked=self._checked)
 
     # ------------------------------------------------------------------ reading
 
@@ -446,15 +405,18 @@ class Policy:
     # ------------------------------------------------------------------ files
 
     def save(self, path: str | Path) -> Path:
-        """Write the sealed (and, with a key set, signed) document as UTF-8 JSON.
+        """Write the sealed (and, with a key set, signed) document as UTF-8 JSON, atomically.
 
-        Refuses (``ValueError``) a document whose fields contradict each other, since
-        :meth:`load` would refuse the file. Returns the path.
+        A policy built from a document edited in memory is checked as :meth:`load` checks a
+        file first, and refused (``ValueError``) where loading would refuse it. Returns the
+        path.
         """
-        check_consistency(self._doc, None, error=ValueError)
-        p = Path(path)
-        p.write_text(self.to_json(), encoding="utf-8")
-        return p
+        if not self._checked:
+            try:
+                read_parts(self._doc, None, strict=True)
+            except ArtifactError as exc:
+                raise ValueError(str(exc)) from None
+        return write_atomic(path, self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> Policy:
@@ -495,22 +457,19 @@ class Policy:
                 path=path,
             )
         version = doc.get("format_version")
-        if version != POLICY_FORMAT_VERSION:
+        if version not in READ_VERSIONS:
             raise ArtifactError(
                 f"incompatible policy format version {version!r}; hybridroute {__version__} "
-                f"reads version {POLICY_FORMAT_VERSION} (written by hybridroute "
+                f"reads versions {', '.join(map(str, READ_VERSIONS))} (written by hybridroute "
                 f"{doc.get('library_version', '?')}; refit the policy with this version)",
                 path=path,
             )
         body = verify(doc, path=path, what="policy")
         try:
-            policy = cls(body, path=path)
+            body = plain(body)
         except ValueError as exc:
-            if isinstance(exc, ArtifactError):
-                raise
             raise ArtifactError(str(exc), path=path) from None
-        check_consistency(policy._doc, path)
-        return policy
+        return cls._of(read_parts(body, path, strict=True), body, checked=True)
 
     # ------------------------------------------------------------------ applying
 
@@ -519,16 +478,14 @@ class Policy:
         return self._calibrate(as_proba(proba))
 
     def _calibrate(self, p: np.ndarray, top: np.ndarray | None = None) -> np.ndarray:
-        if p.shape[1] != len(self._doc["classes"]):
+        if p.shape[1] != len(self._index):
             raise ValueError(
-                f"proba has {p.shape[1]} columns; the policy's label set has {len(self.classes)}"
+                f"proba has {p.shape[1]} columns; the policy's label set has {len(self._index)}"
             )
-        cal = self._doc["calibrator"]
-        if cal["method"] == "temperature":
-            return apply_temperature(p, cal["temperature"])
-        if self._knots is not None:
-            return isotonic_transform(p, *self._knots, top)
-        return p / p.sum(axis=1, keepdims=True)
+        calibrator = self._chain.calibrator
+        if calibrator is None:
+            return p / p.sum(axis=1, keepdims=True)
+        return calibrator.calibrate_rows(p, top)
 
     def apply_proba(
         self,
@@ -570,7 +527,7 @@ class Policy:
         self, raw: np.ndarray, top: np.ndarray, oos_scores: Sequence[float] | None
     ) -> list[PolicyOutcome]:
         """The one scoring path: calibrate the rows, then read each row's confidence (its
-        ``top`` column), runner-up and out-of-scope score, and decide."""
+        ``top`` column), runner-up and out-of-scope score, and walk the chain."""
         p = self._calibrate(raw, top)
         classes = self._doc["classes"]
         # the label never changes; only the scores are recalibrated
@@ -590,10 +547,10 @@ class Policy:
             second = rest.max(axis=1)
         if oos_scores is not None and len(oos_scores) != len(p):
             raise ValueError(f"oos_scores has {len(oos_scores)} entries for {len(p)} items")
-        o = self._doc["thresholds"]["oos"]
+        gate = self._chain.out_of_scope
         label_col = (
-            classes.index(o["label"])
-            if o is not None and o["score"] == "label_probability"
+            self._index[gate.label]
+            if gate is not None and gate.score == "label_probability" and gate.label is not None
             else None
         )
         out = []
@@ -613,7 +570,8 @@ class Policy:
         :meth:`apply_proba`: a full ranking gives exactly the outcome :meth:`apply_proba`
         gives for its row. A partial ranking (``rank(texts, k=...)`` with ``k`` below the
         number of classes, or an LLM that names fewer labels) is completed as the router
-        and the LLM classifier's ``predict_proba`` complete it: the labels not ranked share
+        and the LLM classifier's ``predict_proba`` complete it
+        (:func:`hybridroute._ranking.complete_ranking`): the labels not ranked share
         equally the mass ``1 - sum(scores)`` the ranking left. What that means:
 
         * without a calibrator, or with an isotonic one, the confidence depends on the best
@@ -677,20 +635,13 @@ class Policy:
         if len(set(cols)) != len(cols):
             twice = next(lab for i, lab in enumerate(labels) if lab in labels[:i])
             raise ValueError(f"label {twice!r} is ranked twice")
-        if len(cols) < n and self._doc["calibrator"]["method"] == "temperature":
+        if len(cols) < n and getattr(self._chain.calibrator, "needs_every_score", False):
             raise ValueError(
                 "this policy's temperature calibration needs every class's score; "
                 f"rank with k={n} (got {len(cols)} labels)"
             )
-        row = np.zeros((1, n))
-        row[0, cols] = scores
+        row = complete_ranking(cols, scores, n)[None, :]
         as_proba(row, "ranked scores")
-        if len(cols) < n:
-            left = 1.0 - float(row.sum())
-            if left > 0:
-                unranked = np.ones(n, dtype=bool)
-                unranked[cols] = False
-                row[0, unranked] = left / (n - len(cols))
         if not row.sum() > 0:
             raise ValueError("ranked scores are all zero")
         return row
@@ -698,7 +649,10 @@ class Policy:
     def _decide(
         self, label: str, conf: float, margin: float, external_oos: float | None
     ) -> PolicyOutcome:
-        t = self._doc["thresholds"]
+        """Walk the chain for one item: out of scope, auto-route (per class), margin, then
+        the ask-the-user zone or the fallback below the threshold."""
+        chain = self._chain
+        oos_value: float | None = None
 
         def outcome(action: str, reason: str, thr: float | None, name: str | None) -> PolicyOutcome:
             return PolicyOutcome(
@@ -712,43 +666,33 @@ class Policy:
                 threshold_name=name,
             )
 
-        oos_value: float | None = None
-        if t["oos"] is not None:
-            kind = t["oos"]["score"]
-            if kind == "one_minus_confidence":
+        gate = chain.out_of_scope
+        if gate is not None:
+            if gate.score == "one_minus_confidence":
                 oos_value = 1.0 - conf
+            elif external_oos is None:
+                raise ValueError("this policy's out-of-scope cut-off needs oos_score=")
             else:
-                if external_oos is None:
-                    raise ValueError("this policy's out-of-scope cut-off needs oos_score=")
                 oos_value = float(external_oos)
-            cutoff = t["oos"]["cutoff"]
-            if cutoff is None or oos_value >= cutoff:
-                return outcome(OUT_OF_SCOPE, ReasonCode.OUT_OF_SCOPE.value, cutoff, "oos")
-        if t["per_class"] is not None:
-            auto_raw = t["per_class"].get(label, t["per_class_default"])
-            auto_name = f"class:{label}"
-        else:
-            auto_raw = t["auto"]
-            auto_name = "auto"
-        auto = threshold_from_json(auto_raw)
-        if conf >= auto:
-            if t["margin"] is not None:
-                if margin < t["margin"]:
-                    return outcome(ASK_USER, ReasonCode.LOW_MARGIN.value, t["margin"], "margin")
-            elif self._doc["fits"].get("margin") is not None:
-                # a margin gate was fitted but could not be certified: like an uncertified
-                # confidence threshold it lets nothing through (it does not switch off)
-                return outcome(ASK_USER, ReasonCode.LOW_MARGIN.value, None, "margin")
-            return outcome(AUTO_ROUTE, ReasonCode.CONFIDENT_INTENT.value, auto_raw, auto_name)
-        not_certified = not self.certified and auto_raw is None
-        if t["ask"] is not None and conf >= t["ask"]:
-            return outcome(ASK_USER, ReasonCode.LOW_CONFIDENCE.value, t["ask"], "ask")
-        if t["ask"] is not None:
-            return outcome(HUMAN_REVIEW, ReasonCode.NEEDS_REVIEW.value, t["ask"], "ask")
-        reason = (
-            ReasonCode.NOT_CERTIFIED.value if not_certified else ReasonCode.LOW_CONFIDENCE.value
-        )
-        return outcome(t["fallback"], reason, auto_raw, auto_name)
+            flag = gate.fit.decide(oos_value)
+            if not flag.passed:
+                return outcome(OUT_OF_SCOPE, ReasonCode.OUT_OF_SCOPE.value, flag.threshold, "oos")
+        route = (chain.per_class or chain.route).decide(conf, label)
+        name = route.name or "auto"
+        if route.passed:
+            if chain.margin is not None:
+                held = chain.margin.decide(margin)
+                if not held.passed:
+                    return outcome(ASK_USER, ReasonCode.LOW_MARGIN.value, held.threshold, "margin")
+            return outcome(AUTO_ROUTE, ReasonCode.CONFIDENT_INTENT.value, route.threshold, name)
+        ask = chain.route.ask_zone(conf)
+        if ask is not None:
+            if ask.passed:
+                return outcome(ASK_USER, ReasonCode.LOW_CONFIDENCE.value, ask.threshold, "ask")
+            return outcome(HUMAN_REVIEW, ReasonCode.NEEDS_REVIEW.value, ask.threshold, "ask")
+        not_certified = not self.certified and route.threshold is None
+        reason = ReasonCode.NOT_CERTIFIED if not_certified else ReasonCode.LOW_CONFIDENCE
+        return outcome(chain.fallback, reason.value, route.threshold, name)
 
     # ------------------------------------------------------------------ checks
 
@@ -756,9 +700,9 @@ class Policy:
         self, required_points: Sequence[str], items: Iterable[EvidenceItem | Mapping[str, Any]]
     ) -> EvidenceResult:
         """Evidence completeness with this policy's per-source thresholds."""
-        if not self._doc.get("evidence"):
+        if self._chain.evidence is None:
             raise ValueError("this policy holds no evidence thresholds")
-        return check_evidence(required_points, items, self.evidence_thresholds)
+        return self._chain.evidence.check(required_points, items)
 
     def check_label_mix(
         self,

@@ -10,6 +10,14 @@
   needs the ``embeddings`` extra (torch).
 * :func:`load_classifier` -- load any saved classifier directory (code-free formats only).
 
+The rooms: the local classifier's parts (``_local``, ``_tfidf``, ``_logistic``,
+``_training_data``) and the shared ones (``_base``, ``_persistence``, ``_cache_store``)
+sit here; the LLM classifier is the :mod:`hybridroute.classifiers.llm` subpackage (the
+seam over instructor + litellm, retries, prompt, answer cache) and the embedding
+classifier the :mod:`hybridroute.classifiers.embedding` subpackage (model, encoder,
+fusion, vector cache). :class:`RetrySettings` is the one retry-settings value of
+hybridroute (the HTTP client reads it too).
+
 Every classifier has scikit-learn's ``get_params`` / ``set_params``, so
 ``sklearn.base.clone`` works on it. Names resolve lazily so that importing this package
 pulls in neither scikit-learn nor litellm until a classifier is used.
@@ -24,24 +32,23 @@ from ._base import IntentClassifier, RankedLabels
 
 _LAZY = {
     "LocalClassifier": "._local",
-    "LLMClassifier": "._llm",
-    "RetrySettings": "._retry",
-    "PromptTemplate": "._prompt",
+    "LLMClassifier": ".llm",
+    "RetrySettings": ".._retry_settings",
+    "PromptTemplate": ".llm",
     "CascadeClassifier": "._cascade",
-    "EmbeddingClassifier": "._embedding",
+    "EmbeddingClassifier": ".embedding",
     "load_classifier": "._persistence",
 }
 
 __all__ = ["IntentClassifier", "RankedLabels", *sorted(_LAZY)]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .._retry_settings import RetrySettings
     from ._cascade import CascadeClassifier
-    from ._embedding import EmbeddingClassifier
-    from ._llm import LLMClassifier
     from ._local import LocalClassifier
     from ._persistence import load_classifier
-    from ._prompt import PromptTemplate
-    from ._retry import RetrySettings
+    from .embedding import EmbeddingClassifier
+    from .llm import LLMClassifier, PromptTemplate
 
 
 def __getattr__(name: str) -> Any:

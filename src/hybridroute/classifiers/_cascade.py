@@ -54,8 +54,8 @@ import numpy as np
 from .._integrity import is_sha256_hex
 from ..exceptions import ArtifactError
 from ._base import IntentClassifier, RankedLabels
-from ._llm import LLMBatch, LLMClassifier
-from ._llm_loop import run_sync as _run_sync
+from .llm._classifier import LLMBatch, LLMClassifier
+from .llm._loop import run_sync as _run_sync
 
 __all__ = ["CascadeBatch", "CascadeClassifier", "CascadeReport"]
 

@@ -71,7 +71,6 @@ import io
 import json
 import os
 import platform
-import shutil
 import tempfile
 import zipfile
 from collections.abc import Mapping
@@ -82,6 +81,7 @@ from typing import Any
 import numpy as np
 
 from .. import _safeio
+from .._atomic import replace_directory
 from .._integrity import canonical_bytes, file_sha256, is_sha256_hex, seal, verify
 from .._version import __version__
 from ..exceptions import ArtifactError, InputError
@@ -126,9 +126,11 @@ _FINGERPRINT_SCHEME = "hybridroute.model-fingerprint/1"
 # directory of that kind is loaded, so loading a local model never imports litellm.
 _REGISTRY: dict[str, str] = {
     "local": "hybridroute.classifiers._local:LocalClassifier",
-    "llm": "hybridroute.classifiers._llm:LLMClassifier",
+    "llm": "hybridroute.classifiers.llm:LLMClassifier",
     "cascade": "hybridroute.classifiers._cascade:CascadeClassifier",
-    "embedding": "hybridroute.classifiers._embedding:EmbeddingClassifier",
+    "embedding": "hybridroute.classifiers.embedding:EmbeddingClassifier",
+    "sklearn": "hybridroute.classifiers.adapter:SklearnAdapter",
+    "function": "hybridroute.classifiers.adapter:FunctionAdapter",
 }
 
 # Packages whose versions are recorded in every manifest (when installed).
@@ -493,9 +495,8 @@ def save_classifier(
     if training_fingerprint is not None and not isinstance(training_fingerprint, str):
         raise ValueError("training_fingerprint must be a string")
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    # built in a staging directory and swapped in whole (hybridroute._atomic)
+    with replace_directory(target) as staging:
         state = classifier._save_state(staging)  # type: ignore[attr-defined]
         if not isinstance(state, Mapping):
             raise TypeError(f"{type(classifier).__name__}._save_state must return a dict")
@@ -523,19 +524,6 @@ def save_classifier(
         manifest = json.loads(_json_bytes(manifest))
         manifest["fingerprint"] = _fingerprint(manifest, staging)
         (staging / MANIFEST_NAME).write_bytes(_json_bytes(seal(manifest)))
-        os.chmod(staging, 0o755)  # mkdtemp makes it owner-only
-        if target.exists():
-            # Swap in the new directory, then drop the old one.
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-            old.rmdir()
-            target.rename(old)
-            staging.rename(target)
-            shutil.rmtree(old)
-        else:
-            staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return target
 
 

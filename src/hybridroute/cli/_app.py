@@ -50,6 +50,7 @@ _COMMAND_MODULES = (
     "_demo",
     "_serve",
     "_promote",
+    "_rules",
 )
 
 

@@ -21,44 +21,35 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import typer
 
+# the registries and the defaults fit_policy reads too (numpy only: scipy and scikit-learn
+# come in with the fit)
+from ..calibration import FitOptions
+from ..calibration.techniques import OBJECTIVES
 from ..exceptions import UserInputError
 from ._outputs import check_output, output_errors
 
+if TYPE_CHECKING:
+    from ..calibration import Policy
 
-class Objective(StrEnum):
-    precision = "precision"
-    empirical = "empirical"
-    coverage = "coverage"
-    cost = "cost"
-    three_way = "three-way"
-    oos = "oos"
+#: The choices of --objective, --calibrator and --fallback: the registries' names.
+DEFAULTS = FitOptions()
+Objective = StrEnum("Objective", {n.replace("-", "_"): n for n in FitOptions.CHOICES["objective"]})  # type: ignore[misc]
+Calibrator = StrEnum("Calibrator", {n: n for n in FitOptions.CHOICES["calibrator"]})  # type: ignore[misc]
+Fallback = StrEnum("Fallback", {n: n for n in FitOptions.CHOICES["fallback"]})  # type: ignore[misc]
 
-
-class Calibrator(StrEnum):
-    temperature = "temperature"
-    isotonic = "isotonic"
-    none = "none"
-
-
-class Fallback(StrEnum):
-    human_review = "human_review"
-    ask_user = "ask_user"
-
-
-_OBJECTIVE_HELP = (
-    "precision: certified precision >= target with probability 1-delta; "
-    "empirical: calibration precision >= target, no guarantee; "
-    "coverage: auto-route a target share (guaranteed at 1-delta); "
-    "cost: minimise declared costs (--cost-*); "
-    "three-way: auto-route at target, ask the user at --ask-target, else human review; "
-    "oos: out-of-scope recall >= target plus certified --precision-target on the rest."
+_OBJECTIVE_HELP = "; ".join(f"{name}: {t.objective_help}" for name, t in OBJECTIVES.items()) + "."
+_TARGET_DEFAULTS = f"Default {DEFAULTS.target:g}" + "".join(
+    f", {name} {t.default_target:g}"
+    for name, t in OBJECTIVES.items()
+    if t.default_target != DEFAULTS.target
 )
 
 
@@ -70,107 +61,208 @@ def register(app: typer.Typer) -> None:
     )(calibrate)
 
 
-def calibrate(
-    dataset: str | None = typer.Option(
+#: Share of train carved into a calibration split when a set has none (--calibration-fraction).
+_CALIBRATION_FRACTION = 0.2
+
+#: The options of ``calibrate``, by parameter (declared here to keep the command short).
+_OPTIONS: dict[str, Any] = {
+    "dataset": typer.Option(
         None, "--dataset", help="banking77, clinc150, support-tickets, csv:PATH, jsonl:PATH."
     ),
-    model: Path | None = typer.Option(None, "--model", help="A saved classifier directory."),
-    out: Path = typer.Option(
+    "model": typer.Option(
+        None,
+        "--model",
+        help="A saved classifier directory (with --scores: the model the scores come from; "
+        "the policy is bound to it).",
+    ),
+    "scores": typer.Option(
+        None,
+        "--scores",
+        help="Fit on a model's scores read from this file (CSV, JSONL, or Parquet with "
+        "pyarrow) instead of scoring --dataset with --model: score:<label> columns (or "
+        "predicted + confidence) and the gold label; see hybridroute.scores.",
+    ),
+    "test_scores": typer.Option(
+        None,
+        "--test-scores",
+        help="--scores: evaluate the policy on these other rows' scores (same format and "
+        "classes) instead of a held-out share.",
+    ),
+    "test_fraction": typer.Option(
+        None,
+        "--test-fraction",
+        help="--scores without --test-scores: share of the rows held out (seeded by --seed) "
+        "to evaluate the policy (default 0.25); 0 evaluates nothing.",
+    ),
+    "oos_label": typer.Option(
+        None,
+        "--oos-label",
+        help="--scores: the gold label of out-of-scope rows (may be outside the classes).",
+    ),
+    "out": typer.Option(
         ..., "--out", help="Where to write the policy JSON (with --from-log: the new bundle)."
     ),
-    from_log: str | None = typer.Option(
+    "from_log": typer.Option(
         None,
         "--from-log",
         help="Refit the --router bundle's threshold on its audited decisions in this "
         "decision log (sqlite:///PATH, a path, postgresql://...) instead of a dataset.",
     ),
-    router: Path | None = typer.Option(
+    "router": typer.Option(
         None, "--router", help="--from-log: the incumbent bundle that logged the decisions."
     ),
-    router_version: str | None = typer.Option(
+    "router_version": typer.Option(
         None, "--router-version", help="--from-log: the logged version (the bundle's own)."
     ),
-    version: str | None = typer.Option(
+    "version": typer.Option(
         None, "--version", help="--from-log: the new bundle's version (default VERSION-logSEQ)."
     ),
-    since: str | None = typer.Option(
+    "since": typer.Option(
         None,
         "--since",
         help="--from-log: decisions logged at or after this time (ISO 8601 with a UTC "
         "offset, e.g. 2026-05-01T00:00:00Z).",
     ),
-    until: str | None = typer.Option(
+    "until": typer.Option(
         None,
         "--until",
         help="--from-log: decisions logged before this time (ISO 8601 with a UTC offset).",
     ),
-    max_disputed_share: float | None = typer.Option(
+    "max_disputed_share": typer.Option(
         None,
         "--max-disputed-share",
         help="--from-log: refuse when more than this share of the labelled audits is "
         "disputed (their labels disagree, no adjudication settles them; default 0.05).",
     ),
-    objective: Objective = typer.Option(
-        Objective.precision, "--objective", help=_OBJECTIVE_HELP, case_sensitive=False
+    "objective": typer.Option(
+        Objective(DEFAULTS.objective), "--objective", help=_OBJECTIVE_HELP, case_sensitive=False
     ),
-    target: float | None = typer.Option(
+    "target": typer.Option(
         None,
         "--target",
         help="The objective's target: precision (precision, empirical, three-way), share "
-        "auto-routed (coverage) or out-of-scope recall (oos). Default 0.95, coverage 0.8.",
+        f"auto-routed (coverage) or out-of-scope recall (oos). {_TARGET_DEFAULTS}.",
     ),
-    delta: float | None = typer.Option(
+    "delta": typer.Option(
         None,
         "--delta",
-        help="Allowed probability of a wrong certificate (default 0.05; with --from-log "
-        "the bundle's).",
+        help=f"Allowed probability of a wrong certificate (default {DEFAULTS.delta:g}; with "
+        "--from-log the bundle's).",
     ),
-    ask_target: float = typer.Option(
-        0.8, "--ask-target", help="three-way: precision certified for the ask-the-user zone."
+    "ask_target": typer.Option(
+        DEFAULTS.ask_target,
+        "--ask-target",
+        help="three-way: precision certified for the ask-the-user zone.",
     ),
-    precision_target: float = typer.Option(
-        0.95, "--precision-target", help="oos: precision certified for routed items."
+    "precision_target": typer.Option(
+        DEFAULTS.precision_target,
+        "--precision-target",
+        help="oos: precision certified for routed items.",
     ),
-    cost_misroute: float = typer.Option(10.0, "--cost-misroute", help="cost: one misroute."),
-    cost_ask_user: float | None = typer.Option(
-        1.0, "--cost-ask-user", help="cost: asking the user (omit the zone with --no-ask)."
+    "cost_misroute": typer.Option(
+        DEFAULTS.cost_misroute, "--cost-misroute", help="cost: one misroute."
     ),
-    no_ask: bool = typer.Option(False, "--no-ask", help="cost: two zones only (no ask-the-user)."),
-    cost_human_review: float = typer.Option(3.0, "--cost-human-review", help="cost: one review."),
-    margin: bool = typer.Option(
+    "cost_ask_user": typer.Option(
+        DEFAULTS.cost_ask_user,
+        "--cost-ask-user",
+        help="cost: asking the user (omit the zone with --no-ask).",
+    ),
+    "no_ask": typer.Option(False, "--no-ask", help="cost: two zones only (no ask-the-user)."),
+    "cost_human_review": typer.Option(
+        DEFAULTS.cost_human_review, "--cost-human-review", help="cost: one review."
+    ),
+    "margin": typer.Option(
         False, "--margin", help="Also certify a top-1/top-2 margin gate (same target, delta)."
     ),
-    per_class: bool = typer.Option(
+    "per_class": typer.Option(
         False, "--per-class", help="Per-class thresholds (small classes pooled)."
     ),
-    calibrator: Calibrator = typer.Option(
-        Calibrator.temperature, "--calibrator", case_sensitive=False, help="Probability calibrator."
+    "calibrator": typer.Option(
+        Calibrator(DEFAULTS.calibrator),
+        "--calibrator",
+        case_sensitive=False,
+        help="Probability calibrator.",
     ),
-    calibrator_fraction: float = typer.Option(
-        0.3, "--calibrator-fraction", help="Share of calibration rows that fit the calibrator."
+    "calibrator_fraction": typer.Option(
+        DEFAULTS.calibrator_fraction,
+        "--calibrator-fraction",
+        help="Share of calibration rows that fit the calibrator.",
     ),
-    calibration_fraction: float = typer.Option(
-        0.2,
+    "calibration_fraction": typer.Option(
+        _CALIBRATION_FRACTION,
         "--calibration-fraction",
         help="Share of train carved into a calibration split when the set has none.",
     ),
-    split: str = typer.Option(
+    "split": typer.Option(
         "calibration",
         "--split",
         help="Split holding the calibration rows (e.g. val for clinc150); carved from "
         "train when it is 'calibration' and the set has none.",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of every split made here."),
-    fallback: Fallback = typer.Option(
-        Fallback.human_review, "--fallback", help="Action below the threshold without an ask zone."
+    "seed": typer.Option(DEFAULTS.seed, "--seed", help="Seed of every split made here."),
+    "fallback": typer.Option(
+        Fallback(DEFAULTS.fallback),
+        "--fallback",
+        help="Action below the threshold without an ask zone.",
     ),
-    evidence: Path | None = typer.Option(
+    "evidence": typer.Option(
         None, "--evidence", help="Labelled evidence JSONL: fit per-source evidence thresholds."
     ),
-    data_dir: Path | None = typer.Option(None, "--data-dir", help="Directory of public sets."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    "data_dir": typer.Option(None, "--data-dir", help="Directory of public sets."),
+    "as_json": typer.Option(False, "--json", help="Print the summary as JSON."),
+}
+
+
+def calibrate(
+    dataset: str | None = _OPTIONS["dataset"],
+    model: Path | None = _OPTIONS["model"],
+    out: Path = _OPTIONS["out"],
+    scores: Path | None = _OPTIONS["scores"],
+    test_scores: Path | None = _OPTIONS["test_scores"],
+    test_fraction: float | None = _OPTIONS["test_fraction"],
+    oos_label: str | None = _OPTIONS["oos_label"],
+    from_log: str | None = _OPTIONS["from_log"],
+    router: Path | None = _OPTIONS["router"],
+    router_version: str | None = _OPTIONS["router_version"],
+    version: str | None = _OPTIONS["version"],
+    since: str | None = _OPTIONS["since"],
+    until: str | None = _OPTIONS["until"],
+    max_disputed_share: float | None = _OPTIONS["max_disputed_share"],
+    objective: Objective = _OPTIONS["objective"],
+    target: float | None = _OPTIONS["target"],
+    delta: float | None = _OPTIONS["delta"],
+    ask_target: float = _OPTIONS["ask_target"],
+    precision_target: float = _OPTIONS["precision_target"],
+    cost_misroute: float = _OPTIONS["cost_misroute"],
+    cost_ask_user: float | None = _OPTIONS["cost_ask_user"],
+    no_ask: bool = _OPTIONS["no_ask"],
+    cost_human_review: float = _OPTIONS["cost_human_review"],
+    margin: bool = _OPTIONS["margin"],
+    per_class: bool = _OPTIONS["per_class"],
+    calibrator: Calibrator = _OPTIONS["calibrator"],
+    calibrator_fraction: float = _OPTIONS["calibrator_fraction"],
+    calibration_fraction: float = _OPTIONS["calibration_fraction"],
+    split: str = _OPTIONS["split"],
+    seed: int = _OPTIONS["seed"],
+    fallback: Fallback = _OPTIONS["fallback"],
+    evidence: Path | None = _OPTIONS["evidence"],
+    data_dir: Path | None = _OPTIONS["data_dir"],
+    as_json: bool = _OPTIONS["as_json"],
 ) -> None:
     """Fit a policy on a labelled set's calibration split and write it to ``--out``."""
+    scores_only = {
+        "--test-scores": test_scores is not None,
+        "--test-fraction": test_fraction is not None,
+        "--oos-label": oos_label is not None,
+    }
+    if scores is None:
+        for flag, set_ in scores_only.items():
+            if set_:
+                raise click.BadParameter("only goes with --scores", param_hint=flag)
+    if from_log is not None and scores is not None:
+        raise click.BadParameter(
+            "fits from a decision log; leave out --scores", param_hint="--from-log"
+        )
     if from_log is not None:
         from ._recalibrate import recalibrate_cmd
 
@@ -178,8 +270,8 @@ def calibrate(
         dataset_only = {
             "--dataset": dataset is not None,
             "--model": model is not None,
-            "--objective": objective is not Objective.precision,
-            "--calibrator": calibrator is not Calibrator.temperature,
+            "--objective": objective != DEFAULTS.objective,
+            "--calibrator": calibrator != DEFAULTS.calibrator,
             "--margin": margin,
             "--per-class": per_class,
             "--evidence": evidence is not None,
@@ -210,16 +302,6 @@ def calibrate(
             **({} if max_disputed_share is None else {"max_disputed_share": max_disputed_share}),
         )
         return
-    for flag, needed in (("--dataset", dataset), ("--model", model)):
-        if needed is None:
-            raise click.BadParameter(
-                "is required (or --from-log with --router to refit from a decision log)",
-                param_hint=flag,
-            )
-    assert dataset is not None and model is not None
-    check_output(out, "--out")  # the policy file: before the set and the model are loaded
-    if delta is None:
-        delta = 0.05
     for flag, log_only in (
         ("--router", router),
         ("--router-version", router_version),
@@ -230,29 +312,120 @@ def calibrate(
     ):
         if log_only is not None:
             raise click.BadParameter("only goes with --from-log", param_hint=flag)
-    from ..calibration import fit_policy, load_evidence_labels
+    fit_args = _fit_args(
+        objective, target, delta, calibrator, calibrator_fraction, seed, margin, per_class,
+        ask_target, precision_target, cost_misroute, cost_ask_user, no_ask, cost_human_review,
+        fallback,
+    )  # fmt: skip
+    if scores is not None:
+        dataset_only = {
+            "--dataset": dataset is not None,
+            "--split": split != "calibration",
+            "--data-dir": data_dir is not None,
+            "--calibration-fraction": calibration_fraction != _CALIBRATION_FRACTION,
+        }
+        given = [flag for flag, set_ in dataset_only.items() if set_]
+        if given:
+            raise click.BadParameter(
+                f"--scores fits on the file's rows; {', '.join(given)} apply to --dataset",
+                param_hint="--scores",
+            )
+        check_output(out, "--out", inputs=[scores, test_scores])
+        _check_options(fit_args)
+        from ._scores import calibrate_from_scores
+
+        calibrate_from_scores(
+            scores=scores,
+            out=out,
+            test_scores=test_scores,
+            test_fraction=0.25 if test_fraction is None else test_fraction,
+            model=model,
+            oos_label=oos_label,
+            evidence=evidence,
+            as_json=as_json,
+            **fit_args,
+        )
+        return
+    for flag, needed in (("--dataset", dataset), ("--model", model)):
+        if needed is None:
+            raise click.BadParameter(
+                "is required (or --from-log with --router to refit from a decision log)",
+                param_hint=flag,
+            )
+    assert dataset is not None and model is not None
+    check_output(out, "--out")  # the policy file: before the set and the model are loaded
+    _check_options(fit_args)  # before the set and the model are loaded
+    _from_dataset(
+        dataset,
+        model,
+        out,
+        fit_args,
+        split=split,
+        calibration_fraction=calibration_fraction,
+        seed=seed,
+        evidence=evidence,
+        data_dir=data_dir,
+        as_json=as_json,
+    )
+
+
+def _fit_args(
+    objective: Objective,
+    target: float | None,
+    delta: float | None,
+    calibrator: Calibrator,
+    calibrator_fraction: float,
+    seed: int,
+    margin: bool,
+    per_class: bool,
+    ask_target: float,
+    precision_target: float,
+    cost_misroute: float,
+    cost_ask_user: float | None,
+    no_ask: bool,
+    cost_human_review: float,
+    fallback: Fallback,
+) -> dict[str, Any]:
+    """The options of fitting a policy (from a dataset's or a file's scores)."""
+    return {
+        "objective": objective.value,
+        "target": target,
+        "delta": DEFAULTS.delta if delta is None else delta,
+        "calibrator": calibrator.value,
+        "calibrator_fraction": calibrator_fraction,
+        "seed": seed,
+        "margin": margin,
+        "per_class": per_class,
+        "ask_target": ask_target,
+        "precision_target": precision_target,
+        "costs": {
+            "misroute": cost_misroute,
+            "ask_user": None if no_ask else cost_ask_user,
+            "human_review": cost_human_review,
+        },
+        "fallback": fallback.value,
+    }
+
+
+def _from_dataset(
+    dataset: str,
+    model: Path,
+    out: Path,
+    fit_args: dict[str, Any],
+    *,
+    split: str,
+    calibration_fraction: float,
+    seed: int,
+    evidence: Path | None,
+    data_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Score the set's calibration rows with the model (none it was trained on), then fit
+    and write the policy (:func:`fit_and_write`)."""
+    from ..calibration import check_leakage, load_evidence_labels
     from ..classifiers import load_classifier
     from ..datasets import load_dataset
     from ..exceptions import DatasetError
-
-    if target is None:
-        target = 0.8 if objective is Objective.coverage else 0.95
-    for name, value in (
-        ("--target", target),
-        ("--delta", delta),
-        ("--ask-target", ask_target),
-        ("--precision-target", precision_target),
-    ):
-        if not 0.0 < value < 1.0:
-            raise click.BadParameter(f"must be between 0 and 1, got {value}", param_hint=name)
-    if not 0.0 <= calibrator_fraction < 1.0:
-        raise click.BadParameter("must be in [0, 1)", param_hint="--calibrator-fraction")
-    if per_class and objective is Objective.cost:
-        raise click.BadParameter(
-            "--per-class works with the precision, empirical, coverage, three-way "
-            "and oos objectives",
-            param_hint="--per-class",
-        )
 
     options: dict[str, Any] = {}
     if data_dir is not None:
@@ -262,6 +435,7 @@ def calibrate(
     classes = [str(c) for c in clf.classes_]  # type: ignore[attr-defined]
     # the policy is bound to exactly this model (its verified manifest's fingerprint)
     model_fingerprint = clf.fingerprint()
+    training_fingerprint = getattr(clf, "training_fingerprint_", None)
 
     carved = False
     if split != "calibration" and split not in ds.splits:
@@ -269,56 +443,41 @@ def calibrate(
             f"{ds.name} has no split {split!r}; its splits are {', '.join(ds.splits)}",
             column="split",
         )
+    # the sets that hold the calibration rows: a model trained on one of them is refused
+    holders = {f"the whole of {ds.name}": ds.fingerprint}
     if split == "calibration" and "calibration" not in ds.splits:
         if "train" not in ds.splits:
             raise DatasetError(
                 f"{ds.name} has neither a calibration nor a train split to carve one from",
                 column="split",
             )
-        train_fp = ds.split("train").fingerprint
-        if getattr(clf, "training_fingerprint_", None) in (train_fp, ds.fingerprint):
-            raise DatasetError(
-                f"{model} was trained on the whole train split of {ds.name}, which would "
-                "include the calibration rows; train it on a set with a calibration split "
-                f"carved out (fraction {calibration_fraction}, seed {seed})",
-                column="split",
-            )
+        holders[
+            f"the whole train split of {ds.name}, from which the calibration rows are carved "
+            f"(train it on a set with them carved out: fraction {calibration_fraction}, "
+            f"seed {seed})"
+        ] = ds.split("train").fingerprint
+        check_leakage(training_fingerprint, holders)  # before the carving
         ds = ds.with_calibration_split(calibration_fraction, seed=seed)
         carved = True
     cal = ds.split(split)
+    holders[f"the {split} split of {ds.name}"] = cal.fingerprint
+    check_leakage(training_fingerprint, holders)  # before the model scores the rows
     gold = [str(v) for v in cal.y]
     oos_label = ds.oos_label
-    if objective is Objective.oos and (oos_label is None or oos_label not in gold):
+    if OBJECTIVES[fit_args["objective"]].needs_oos_label and (
+        oos_label is None or oos_label not in gold
+    ):
         raise DatasetError(
             f"{ds.name} has no out-of-scope rows in its {split} split; "
-            "the oos objective needs some",
+            f"the {fit_args['objective']} objective needs some",
             column="label",
         )
-    records = load_evidence_labels(evidence) if evidence is not None else None
-    proba = clf.predict_proba(list(cal.texts))
-
-    policy = fit_policy(
-        proba,
+    fit_and_write(
+        clf.predict_proba(list(cal.texts)),
         gold,
         classes,
-        objective=objective.value,
-        target=target,
-        delta=delta,
-        calibrator=calibrator.value,
-        calibrator_fraction=calibrator_fraction,
-        seed=seed,
-        oos_label=oos_label,
-        margin=margin,
-        per_class=per_class,
-        ask_target=ask_target,
-        precision_target=precision_target,
-        costs={
-            "misroute": cost_misroute,
-            "ask_user": None if no_ask else cost_ask_user,
-            "human_review": cost_human_review,
-        },
-        fallback=fallback.value,
-        evidence_records=records,
+        fit_args={**fit_args, "oos_label": oos_label},
+        evidence_records=load_evidence_labels(evidence) if evidence is not None else None,
         provenance={
             "command": "hybridroute calibrate",
             "dataset": dataset,
@@ -329,9 +488,66 @@ def calibrate(
             "calibration_split_carved": carved,
             "calibration_fraction": calibration_fraction if carved else None,
             "model_kind": getattr(clf, "kind", type(clf).__name__),
-            "model_training_fingerprint": getattr(clf, "training_fingerprint_", None),
+            "model_training_fingerprint": training_fingerprint,
         },
         model_fingerprint=model_fingerprint,
+        training_fingerprint=training_fingerprint,
+        calibration_fingerprints=holders,
+        out=out,
+        as_json=as_json,
+    )
+
+
+def fit_and_write(
+    proba: Any,
+    gold: list[str],
+    classes: list[str],
+    *,
+    fit_args: Mapping[str, Any],
+    evidence_records: Any,
+    provenance: Mapping[str, Any],
+    model_fingerprint: str | None,
+    out: Path,
+    as_json: bool,
+    training_fingerprint: str | None = None,
+    calibration_fingerprints: Mapping[str, str] | None = None,
+) -> None:
+    """Fit a policy on a model's scores of labelled rows, write it to ``out``, print its summary.
+
+    The half of ``calibrate`` that starts from scores: ``--dataset``/``--model`` has the
+    model score the calibration split and calls this; a mode that reads the scores from a
+    file (``--scores FILE``: per-class scores and the gold label of each row) calls it with
+    what it read.
+
+    Parameters
+    ----------
+    proba : array-like of shape (n_rows, n_classes)
+        The scores, columns in ``classes`` order.
+    gold : list of str
+        Each row's true label.
+    classes : list of str
+        The model's label set.
+    fit_args : mapping
+        :func:`~hybridroute.calibration.fit_policy`'s options (checked by it).
+    evidence_records, provenance, model_fingerprint, training_fingerprint, calibration_fingerprints
+        As :func:`~hybridroute.calibration.fit_policy` takes them.
+    out : Path
+        The policy file to write (atomically).
+    as_json : bool
+        Print the summary as JSON.
+    """
+    from ..calibration import fit_policy
+
+    policy = fit_policy(
+        proba,
+        gold,
+        classes,
+        **fit_args,
+        evidence_records=evidence_records,
+        provenance=provenance,
+        model_fingerprint=model_fingerprint,
+        training_fingerprint=training_fingerprint,
+        calibration_fingerprints=calibration_fingerprints,
     )
     with output_errors(out, "--out"):
         policy.save(out)
@@ -342,6 +558,17 @@ def calibrate(
         typer.echo(Scrubber().json(summary, sort_keys=True, indent=2))
     else:
         _print(summary)
+
+
+def _check_options(fit_args: Mapping[str, Any]) -> None:
+    """The options' checks (fit_policy's own), as a message naming the ``--option``."""
+    try:
+        FitOptions.check(**fit_args)
+    except ValueError as exc:
+        option = getattr(exc, "option", None)
+        if option is None:
+            raise
+        raise click.BadParameter(str(exc), param_hint="--" + option.replace("_", "-")) from None
 
 
 def _check_window(since: str | None, until: str | None) -> None:
@@ -359,7 +586,7 @@ def _check_window(since: str | None, until: str | None) -> None:
         raise UserInputError(f"--since ({since}) must be before --until ({until})")
 
 
-def _summary(policy: Any, out: Path) -> dict[str, Any]:
+def _summary(policy: Policy, out: Path) -> dict[str, Any]:
     doc = policy.to_dict()
     t = doc["thresholds"]
     g = doc["guarantee"]

@@ -12,11 +12,14 @@ import time
 import warnings
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ._outputs import check_output
+
+if TYPE_CHECKING:
+    from ..calibration import Policy
 
 
 def _fmt(v: Any, pct: bool = False) -> str:
@@ -116,6 +119,12 @@ def demo(
                 "model_training_fingerprint": train.fingerprint,
             },
             model_fingerprint=model_fingerprint,
+            # the model must not have been trained on the calibration rows
+            training_fingerprint=train.fingerprint,
+            calibration_fingerprints={
+                "the calibration split of support-tickets": cal.fingerprint,
+                "the whole of support-tickets": ds.fingerprint,
+            },
         )
         policy.save(out / "policy.json")
 
@@ -243,7 +252,7 @@ _STAGE_ROWS = (
 )
 
 
-def _summary_table(ev: dict[str, Any], policy: Any, target: float, delta: float) -> Any:
+def _summary_table(ev: dict[str, Any], policy: Policy, target: float, delta: float) -> Any:
     """The demo's summary: every count says what it counts, every rate what it is out of."""
     from rich.markup import escape
     from rich.table import Table

@@ -40,6 +40,7 @@ _JSON_KEYS = (
     "latency",
     "usage",
     "label_mix",
+    "rule_coverage",
     "dataset",
     "split",
     "dataset_fingerprint",
@@ -71,6 +72,10 @@ def headline_lines(ev: dict[str, Any]) -> list[str]:
         lines.append("  fallbacks by cause (the fallback stage's decisions):")
         width = max(len(c) for c in causes)
         lines += [f"    {cause:<{width}} {count:>7}" for cause, count in causes.items()]
+    if ev.get("rule_coverage"):
+        from ..rules._coverage import coverage_lines
+
+        lines += ["  " + x for x in coverage_lines(ev["rule_coverage"])]
     return lines
 
 

@@ -7,9 +7,11 @@ hold huge integers or NaN, and text must be valid Unicode without NUL. Every ref
 exit code 2 with a line naming the option, file, line or field.
 
 A batch (``--input``) is all or nothing: every line is validated first (JSON, keys, id,
-text, facts against the router's schema, ids repeated within the file) and, if any line is
-bad, each bad line is reported (up to :data:`MAX_REPORTED_ERRORS`), nothing is routed,
-logged or printed, and the exit code is 2. With ``--rejects FILE`` the valid lines are
+text, facts against the router's schema, ids repeated within the file) -- once: each line
+becomes a :class:`~hybridroute.contracts.RouteRequest`, checked by
+:meth:`HybridRouter.check <hybridroute.router.HybridRouter.check>`, and the checked values
+are what is routed -- and, if any line is bad, each bad line is reported (up to
+:data:`MAX_REPORTED_ERRORS`), nothing is routed, logged or printed, and the exit code is 2. With ``--rejects FILE`` the valid lines are
 routed and the bad ones are written to FILE instead. The decisions of a batch are written
 to the log in one transaction, after routing and before anything is printed.
 
@@ -32,16 +34,22 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from .._redact import scrub_text
 from .._safeio import check_text, parse_json, read_bytes, read_text
+from ..contracts import MAX_REQUEST_ID_CHARS, RouteRequest
 from ..exceptions import FactsError, InputError, RequestIdConflictError, UserInputError
+
+if TYPE_CHECKING:
+    from ..client import RouterClient
+    from ..records import AuditSampler
+    from ..router import CheckedRequest, HybridRouter
 
 #: Most bytes of ``--facts`` (inline or ``@PATH``).
 MAX_FACTS_BYTES = 1 << 20
@@ -54,7 +62,7 @@ MAX_LINE_BYTES = 1 << 20
 #: however short the lines are; split larger batches (or use ``hybridroute spark``).
 MAX_BATCH_ITEMS = 100_000
 #: Longest request id (``id`` of a batch line, ``--id``), in characters.
-MAX_ID_CHARS = 256
+MAX_ID_CHARS = MAX_REQUEST_ID_CHARS
 #: Bad batch lines listed on stderr before "... and N more".
 MAX_REPORTED_ERRORS = 20
 #: Most items ``route --url --input`` sends in one request (the service may allow fewer).
@@ -85,9 +93,13 @@ def read_facts(value: str) -> dict[str, Any]:
     return facts
 
 
-def check_id(value: Any, *, what: str = "id") -> str:
+def check_id(value: Any, *, what: str = "id", scrub: Callable[[str], str] = scrub_text) -> str:
     """A request id: a non-empty string (or an integer) of valid text, at most
-    :data:`MAX_ID_CHARS` characters. Returned as the string the log stores."""
+    :data:`MAX_ID_CHARS` characters. Returned as the string the log stores.
+
+    ``scrub`` is the credential scrubber it must leave the id as it is (a batch passes
+    one :class:`~hybridroute._redact.Redactor`'s, built once, instead of building one
+    per line as :func:`~hybridroute._redact.scrub_text` does)."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"{what} must be a string or an integer, got {type(value).__name__}")
     text = str(value)
@@ -96,7 +108,7 @@ def check_id(value: Any, *, what: str = "id") -> str:
     if len(text) > MAX_ID_CHARS:
         raise InputError(f"{what} is longer than {MAX_ID_CHARS} characters")
     check_text(text, what=what)
-    if scrub_text(text) != text:
+    if scrub(text) != text:
         # stored in the log's item_id and echoed in messages as it is
         raise InputError(f"{what} looks like a credential (not shown); use an opaque id")
     return text
@@ -136,11 +148,16 @@ def print_decision(decision: Any) -> None:
 
 @dataclass
 class _Batch:
-    """A validated batch: the good items and the bad lines (with their reasons)."""
+    """A validated batch: the good items and the bad lines (with their reasons).
+
+    A good item is ``(line number, request)``: the request checked by the router
+    (:class:`~hybridroute.router.CheckedRequest`, routed as it is), or -- for ``--url``,
+    where the service checks the facts -- the :class:`RouteRequest` whose shape was checked.
+    """
 
     path: str
     lines: int = 0
-    good: list[tuple[int, str | None, dict[str, Any]]] = field(default_factory=list)
+    good: list[tuple[int, CheckedRequest | RouteRequest]] = field(default_factory=list)
     bad: list[tuple[int, str, str]] = field(default_factory=list)  # line, reason, raw text
 
 
@@ -191,7 +208,7 @@ def _reason(exc: UserInputError) -> str:
 
 
 def _validate_batch(
-    router: Any, path: Path, data: bytes, sensitive: frozenset[str] = frozenset()
+    router: HybridRouter | None, path: Path, data: bytes, sensitive: frozenset[str] = frozenset()
 ) -> _Batch:
     """Read and check every line of ``path`` against ``router`` (nothing is routed).
 
@@ -200,8 +217,12 @@ def _validate_batch(
     service checks the facts) only the shape of each line is checked.
     """
 
+    from .._redact import Redactor
+
     batch = _Batch(str(path))
     seen: dict[str, int] = {}
+    # one scrubber for every id (the environment it reads does not change mid-batch)
+    scrub = Redactor().scrub_text
     for lineno, text, raw in _lines(data, str(path)):
         if isinstance(text, InputError) or text.strip():
             batch.lines += 1
@@ -227,23 +248,32 @@ def _validate_batch(
                 )
             item_id = None
             if "id" in item:
-                item_id = check_id(item["id"])
+                item_id = check_id(item["id"], scrub=scrub)
                 first = seen.setdefault(item_id, lineno)
                 if first != lineno:
                     raise InputError(f"duplicate id {item_id!r} (first on line {first})")
-            # exactly what routing will check: facts against the router's schema, rules
-            # that cannot be evaluated on them, the text, the evidence
+            facts = item.get("facts")
+            request = RouteRequest(
+                text=item.get("text"),
+                facts={} if facts is None else facts,
+                evidence=item.get("evidence"),
+                request_id=item_id,
+            )
+            # exactly what routing checks (facts against the router's schema, rules that
+            # cannot be evaluated on them, the text, the evidence), once: the checked
+            # value is what is routed. --url: the text here, the rest by the service
+            checked: CheckedRequest | RouteRequest = request
             if router is not None:
-                router._prepare(item)
-            else:
-                _check_shape(item)
+                checked = router.check(request)
+            elif request.text is not None:
+                check_text(request.text, what="text")
         except UserInputError as exc:
             reason = _reason(exc)
             if isinstance(exc, FactsError) and exc.field in sensitive:
                 reason = f"fact {exc.field!r}: {_MASKED}"
             batch.bad.append((lineno, scrub_text(reason), text))
             continue
-        batch.good.append((lineno, item_id, item))
+        batch.good.append((lineno, checked))
     return batch
 
 
@@ -324,7 +354,7 @@ def _route_batch(
     as_json: bool,
     sensitive: list[str],
     rejects_path: Path | None,
-    audit: Any = None,
+    audit: AuditSampler | None = None,
 ) -> None:
     from collections import Counter
 
@@ -351,10 +381,11 @@ def _route_batch(
             path=str(input_path),
         )
 
-    items = batch.good
-    n_items = len(items)
-    ids = [item_id for _, item_id, _ in items]
-    lines = [lineno for lineno, _, _ in items]
+    lines = [lineno for lineno, _ in batch.good]
+    requests: list[CheckedRequest | RouteRequest | None] = [req for _, req in batch.good]
+    batch.good.clear()  # the requests are held once, and let go as they are routed
+    n_items = len(requests)
+    ids = [_request_of(req).request_id for req in requests]
     counts: Counter[str] = Counter()
     printed: list[str] = []  # --json lines, printed once the batch is logged
     skipped: list[str] = []
@@ -375,8 +406,8 @@ def _route_batch(
         with Progress(transient=True, disable=as_json) as progress:
             task = progress.add_task(f"routing {input_path.name}", total=n_items)
             for start in range(0, n_items, chunk):
-                part = items[start : start + chunk]
-                decisions = router.route_many([it for _, _, it in part])
+                part = [req for req in requests[start : start + chunk] if req is not None]
+                decisions = router.route_many(part)
                 for pos, d in enumerate(decisions, start=start):
                     counts[d.selected_destination] += 1
                     if log is not None:
@@ -389,7 +420,7 @@ def _route_batch(
                                 {"id": ids[pos], "line": lines[pos], **rec}, ensure_ascii=False
                             )
                         )
-                items[start : start + chunk] = [(0, None, {})] * len(part)  # free the inputs
+                requests[start : start + chunk] = [None] * len(part)  # free the inputs
                 progress.advance(task, len(part))
         if log is not None:
             try:
@@ -559,7 +590,7 @@ def route(
                 raise InputError(
                     f"--text is {len(text):,} characters long (the limit is {hr.max_text_chars:,})"
                 )
-            decision = hr.route(parsed, text)
+            decision = hr.route(RouteRequest(text=text, facts=parsed, request_id=request_id))
     except FactsError as exc:
         if exc.field in sensitive:  # stderr must not show what the log would hash
             raise FactsError(_MASKED, field=exc.field) from None
@@ -586,7 +617,7 @@ def route(
         print_decision(record)
 
 
-def _audit_sampler(rate: float, log: str | None, url: str | None) -> Any:
+def _audit_sampler(rate: float, log: str | None, url: str | None) -> AuditSampler | None:
     """The audit sampler of ``--audit-rate`` (``None`` for 0); the key must be set."""
     if not rate:
         return None
@@ -602,19 +633,6 @@ def _audit_sampler(rate: float, log: str | None, url: str | None) -> Any:
 
 
 # --------------------------------------------------------------------------- --url
-
-
-def _check_shape(item: dict[str, Any]) -> None:
-    """What ``--url`` checks of a batch line here (the service checks the facts)."""
-    text = item.get("text")
-    if text is not None:
-        if not isinstance(text, str):
-            raise InputError(f"text must be a string or null, got {type(text).__name__}")
-        check_text(text, what="text")
-    for key in ("facts", "evidence"):
-        value = item.get(key)
-        if value is not None and not isinstance(value, dict):
-            raise FactsError(f"{key} must be a JSON object, got {type(value).__name__}")
 
 
 def _check_url_options(
@@ -642,7 +660,7 @@ def _check_url_options(
             )
 
 
-def _connect(url: str) -> Any:
+def _connect(url: str) -> RouterClient:
     """The client ``route --url`` uses (a seam for tests)."""
     from ..client import RouterClient
 
@@ -669,7 +687,7 @@ def _route_one_url(
     parsed = read_facts(facts)
     try:
         with _connect(url) as client:
-            result = client.route(text, parsed, request_id)
+            result = client.route(RouteRequest(text=text, facts=parsed, request_id=request_id))
     except ServiceUnavailableError as exc:
         raise _unavailable(exc) from None
     d = result.decision
@@ -688,7 +706,7 @@ def _route_one_url(
         typer.echo(f"decision id : {result.decision_id}")
 
 
-def _line_of(exc: Any, part: list[tuple[int, str | None, dict[str, Any]]]) -> int | None:
+def _line_of(exc: Any, part: list[tuple[int, RouteRequest]]) -> int | None:
     """The batch line a refusal of ``part`` names (``items[3].facts.amount`` -> its line)."""
     import re
 
@@ -711,23 +729,14 @@ def _route_batch_url(url: str, input_path: Path, as_json: bool) -> None:
             "was sent to the service",
             path=str(input_path),
         )
-    items = batch.good
+    items = [(lineno, _request_of(req)) for lineno, req in batch.good]
     results: list[Any] = []
     try:
         with _connect(url) as client:
             for start in range(0, len(items), URL_BATCH_ITEMS):
                 part = items[start : start + URL_BATCH_ITEMS]
-                body = []
-                for _, item_id, item in part:
-                    one: dict[str, Any] = {
-                        k: item[k] for k in ("text", "facts", "evidence") if k in item
-                    }
-                    one.setdefault("facts", {})
-                    if item_id is not None:
-                        one["request_id"] = item_id
-                    body.append(one)
                 try:
-                    results.extend(client.route_batch(body))
+                    results.extend(client.route_batch([req for _, req in part]))
                 except ServiceError as exc:
                     done = (
                         f"; the {len(results)} item(s) before it were routed and logged"
@@ -743,8 +752,8 @@ def _route_batch_url(url: str, input_path: Path, as_json: bool) -> None:
 
     counts: Counter[str] = Counter(r.decision.selected_destination for r in results)
     if as_json:
-        for (lineno, item_id, _), r in zip(items, results, strict=True):
-            row = {"id": item_id, "line": lineno, "decision_id": r.decision_id}
+        for (lineno, req), r in zip(items, results, strict=True):
+            row = {"id": req.request_id, "line": lineno, "decision_id": r.decision_id}
             row.update(r.decision.to_dict())
             if r.duplicate:
                 row["already_logged"] = True
@@ -756,7 +765,7 @@ def _route_batch_url(url: str, input_path: Path, as_json: bool) -> None:
         logged += f" ({dup} already logged: their logged decisions are shown)"
     say = lambda message: typer.echo(message, err=as_json)  # noqa: E731
     say(f"routed {len(results)} items with {', '.join(routers) or 'the service'} at {url}{logged}")
-    no_id = sum(item_id is None for _, item_id, _ in items)
+    no_id = sum(req.request_id is None for _, req in items)
     if no_id:
         say(
             f"note: {no_id} item(s) have no 'id', so they carry no request id; routing this "
@@ -765,6 +774,13 @@ def _route_batch_url(url: str, input_path: Path, as_json: bool) -> None:
     if not as_json:
         for dest, n in counts.most_common():
             typer.echo(f"  {dest:<22} {n}")
+
+
+def _request_of(item: CheckedRequest | RouteRequest | None) -> RouteRequest:
+    """The request of a batch item (checked by the router, or only its shape)."""
+    if item is None:  # pragma: no cover - items are let go only after they are routed
+        raise AssertionError("a batch item was let go before it was routed")
+    return item if isinstance(item, RouteRequest) else item.request
 
 
 def register(app: typer.Typer) -> None:

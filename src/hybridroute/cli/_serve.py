@@ -5,9 +5,9 @@ exit code 2: the options are checked, the host is resolved and its port bound fo
 moment (taken, not an address of this machine, ...) before anything is created, the
 bundles are loaded and verified, the log is opened and checked writable (its password
 never shown). Then one line says where the service listens, what is live and where
-decisions go, and uvicorn serves -- with :class:`hybridroute.service._protocol.HttpProtocol`,
-which bounds the time and size of request headers -- and an access log that prints no
-query string and no credential.
+decisions go, and the service runs (:func:`hybridroute.service._server.run`: uvicorn with
+a protocol that bounds the time and size of request headers, and an access log that
+prints no query string and no credential).
 
 ``--workers N`` (N > 1) runs N processes with uvicorn's multi-process mode, each loading
 the routers and opening the log itself (the configuration travels in an environment
@@ -87,29 +87,6 @@ def _check_address(host: str, port: int) -> None:
             raise UserInputError(
                 f"cannot serve on {where}: {shown}:{port}: {exc.strerror or exc}"
             ) from None
-
-
-def _log_config(level: str) -> dict[str, object]:
-    """uvicorn's logging configuration, with hybridroute's loggers on its handler and the
-    access log's records rewritten (no query string, no credential: see
-    :class:`hybridroute.service._edges.AccessLogFilter`)."""
-    import copy
-
-    from uvicorn.config import LOGGING_CONFIG
-
-    config = copy.deepcopy(LOGGING_CONFIG)
-    loggers = config.setdefault("loggers", {})
-    assert isinstance(loggers, dict)
-    loggers["hybridroute"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
-    filters = config.setdefault("filters", {})
-    assert isinstance(filters, dict)
-    filters["hybridroute_access"] = {"()": "hybridroute.service._edges.AccessLogFilter"}
-    handlers = config.get("handlers", {})
-    assert isinstance(handlers, dict)
-    for name in ("access",):
-        if isinstance(handlers.get(name), dict):
-            handlers[name]["filters"] = [*handlers[name].get("filters", []), "hybridroute_access"]
-    return config
 
 
 def serve(
@@ -205,7 +182,6 @@ def serve(
     from .._redact import scrub_text
     from ..records._url import display_url
     from ..service import ServiceConfig
-    from ..service._worker import CONFIG_ENV, IMPORT_STRING
 
     if log_level.lower() not in ("critical", "error", "warning", "info", "debug"):
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
@@ -263,26 +239,19 @@ def serve(
             err=True,
         )
 
-    import uvicorn
+    from ..service._server import run
 
-    from ..service._protocol import HttpProtocol
-
-    common = dict(
+    served = app if workers == 1 else None
+    del app  # with workers, each builds its own: this one is not kept alive meanwhile
+    run(
+        config,
         host=host,
         port=port,
-        http=HttpProtocol,
-        log_config=_log_config(log_level),
-        log_level=log_level.lower(),
+        app=served,
+        workers=workers,
+        log_level=log_level,
         access_log=access_log,
-        server_header=False,
-        proxy_headers=False,
     )
-    if workers == 1:
-        uvicorn.run(app, **common)  # type: ignore[arg-type]
-        return
-    del app
-    os.environ[CONFIG_ENV] = config.to_json()
-    uvicorn.run(IMPORT_STRING, factory=True, workers=workers, **common)  # type: ignore[arg-type]
 
 
 def register(app: typer.Typer) -> None:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from ..exceptions import UserInputError
+
+if TYPE_CHECKING:
+    from ..testing._standin_answers import AnswerPolicy
 
 _POLICY_HELP = (
     "Answer policy: 'hash' (a label hashed from the text), 'map:FILE' (a .json object "
@@ -100,11 +103,11 @@ def _load_map(path: Path) -> dict[str, str]:
     return mapping
 
 
-def _make_policy(spec: str, obey_injections: bool, seed: int) -> Any:
+def _make_policy(spec: str, obey_injections: bool, seed: int) -> AnswerPolicy:
     from ..testing import ClassifierPolicy, HashPolicy, LabelMapPolicy, ObeyInjections
 
     kind, _, arg = spec.partition(":")
-    policy: Any
+    policy: AnswerPolicy
     if kind == "hash" and not arg:
         policy = HashPolicy(seed=seed)
     elif kind == "map" and arg:

@@ -15,7 +15,7 @@ The saved manifest is sealed and records the model fingerprint (printed, and in
 with ``HYBRIDROUTE_SIGNING_KEY`` set it is also signed.
 
 The classifier kinds are built by one small function each: ``local`` here,
-``llm`` by :func:`hybridroute.classifiers._llm.fit_llm` (no request is made to
+``llm`` by :func:`hybridroute.classifiers.llm.fit_llm` (no request is made to
 configure it), and ``cascade`` from those two and the escalation threshold
 ``--escalate-below`` (a value fitted by ``hybridroute calibrate``; there is no default).
 Scoring the test split with ``llm`` or ``cascade`` sends requests, so it happens only with
@@ -200,7 +200,7 @@ def _llm_options(options: dict[str, Any], seed: int) -> dict[str, Any]:
 
 def build_llm(rows: _Rows, *, seed: int, llm_options: dict[str, Any]) -> IntentClassifier:
     """Configure the LLM classifier (records the label set; makes no request)."""
-    from ..classifiers._llm import fit_llm
+    from ..classifiers.llm import fit_llm
     from ..exceptions import SpecError
 
     options = _llm_options(llm_options, seed)
@@ -243,7 +243,7 @@ def _available(kind: ClassifierKind) -> None:
 
     from ..exceptions import UserInputError
 
-    module = {"llm": "_llm", "cascade": "_cascade", "embedding": "_embedding"}.get(kind.value)
+    module = {"llm": "llm", "cascade": "_cascade", "embedding": "embedding"}.get(kind.value)
     if module is None:
         return
     if importlib.util.find_spec(f"hybridroute.classifiers.{module}") is None:
@@ -545,7 +545,7 @@ def _print_report(report: dict[str, Any], rows: _Rows) -> None:
             echo(f"  C = {report['C']:g} (given; no validation search)")
     emb = report.get("embedding")
     if emb is not None:
-        from ..classifiers._embedding_model import describe_source
+        from ..classifiers.embedding._model import describe_source
 
         where = {"given": "validation split", "carved": "carved from train"}
         chosen = (

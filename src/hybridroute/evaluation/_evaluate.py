@@ -12,8 +12,10 @@ and bootstrap 95% intervals, plus the per-item arrays the reports and plots need
   of the ``n`` routed: those no rule decided), plus next-step accuracy against the gold
   next step (over ``n_next_step``), decisions by stage, fallbacks by cause (the
   decision's ``detail["cause"]``: its reason code, with the exception's type when the
-  classifier raised, e.g. ``classifier_error (TypeError)``), and per-rule statistics (how
-  often each rule fires and how often its decision matches the gold next step).
+  classifier raised, e.g. ``classifier_error (TypeError)``), per-rule statistics (how
+  often each rule fires and how often its decision matches the gold next step) and the rule
+  coverage (``rule_coverage``: rules that never fired, rule outcomes and destinations no row
+  reached -- :meth:`hybridroute.rules.RuleSet.coverage`).
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._fallback import fallback_cause
+from ._routing import BatchRouter
 from ._stats import (
     DEFAULT_EXIT,
     DEFERRED_STAGES,
@@ -40,6 +43,9 @@ from ._stats import (
     share,
 )
 from ._stats import round_metric as _r
+
+if TYPE_CHECKING:
+    from ..calibration import Policy
 
 __all__ = ["Evaluation", "evaluate_classifier", "evaluate_router"]
 
@@ -160,7 +166,7 @@ def evaluate_classifier(
     texts: Sequence[str],
     gold: Sequence[str],
     *,
-    policy: Any = None,
+    policy: Policy | None = None,
     n_boot: int = 1000,
     seed: int = 0,
     latency_samples: int = 100,
@@ -272,7 +278,7 @@ def _selective(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def evaluate_router(
-    router: Any,
+    router: BatchRouter,
     dataset: Any,
     *,
     n_boot: int = 1000,
@@ -304,8 +310,8 @@ def evaluate_router(
         ``n`` (rows routed) and ``n_classified`` (those the classifier saw), intent
         metrics over the classified rows, coverage and selective precision, next-step
         accuracy over ``n_next_step`` rows, decisions by stage and destination, fallbacks
-        by cause, per-rule statistics, usage, latency, and one row per item under
-        ``items``.
+        by cause, per-rule statistics, the rule coverage (``rule_coverage``), usage,
+        latency, and one row per item under ``items``.
 
     Raises
     ------
@@ -411,6 +417,13 @@ def evaluate_router(
     for st in rule_stats.values():
         st["match_rate"] = _r(st["matches_gold"] / st["scored"]) if st["scored"] else None
     result["rules"] = dict(sorted(rule_stats.items()))
+    # which rules never fired and which destinations no row reached: the rule set's own
+    # coverage (the one definition `hybridroute rules test` uses), over these decisions
+    coverage = getattr(router.rules, "coverage", None)
+    if callable(coverage):
+        result["rule_coverage"] = coverage(
+            decisions, model_destinations=getattr(router, "model_destinations", None)
+        )
     usage = [dict(d.detail.get("usage") or {}) for d in decisions if d.detail.get("usage")]
     result["usage"] = _usage_totals(usage)
     result["latency"] = {

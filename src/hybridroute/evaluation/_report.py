@@ -370,6 +370,36 @@ def _count_tables(ev: dict[str, Any]) -> list[tuple[str, str, list[str], list[li
                 [[k, v["fires"], _fmt(v["match_rate"])] for k, v in ev["rules"].items()],
             )
         )
+    cov = ev.get("rule_coverage")
+    if cov:
+        missing = cov["outcomes"]["never_reached"]
+        tables.append(
+            (
+                "Rule coverage",
+                f"What the {cov['decisions']} items exercised of the rules: rules that never "
+                "fired, rule outcomes (reason codes) and destinations no item reached.",
+                ["what", "reached", "never reached"],
+                [
+                    [
+                        "rules",
+                        f"{cov['rules']['total'] - len(cov['rules']['never_fired'])} of "
+                        f"{cov['rules']['total']}",
+                        ", ".join(cov["rules"]["never_fired"]) or "–",
+                    ],
+                    [
+                        "rule outcomes",
+                        f"{cov['outcomes']['total'] - len(missing)} of {cov['outcomes']['total']}",
+                        ", ".join(f"{m['rule']} -> {m['reason_code']}" for m in missing) or "–",
+                    ],
+                    [
+                        "destinations",
+                        f"{len(cov['destinations']['reached'])} of "
+                        f"{len(cov['destinations']['reachable'])}",
+                        ", ".join(cov["destinations"]["not_reached"]) or "–",
+                    ],
+                ],
+            )
+        )
     if ev.get("abstentions_by_reason"):
         tables.append(
             (

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._fallback import fallback_cause
 from ..calibration._metrics import aurc_from_blocks, ece_from_bin_sums, width_bin_sums
 from ..exceptions import DatasetError
+from ._routing import BatchRouter
 from ._stats import (
     DEFAULT_EXIT,
     DEFERRED_STAGES,
@@ -30,6 +31,9 @@ from ._stats import (
     selective_summary,
     share,
 )
+
+if TYPE_CHECKING:
+    from ..calibration import Policy
 
 __all__ = [
     "ClassifierCounts",
@@ -239,7 +243,7 @@ class ClassifierCounts:
     """The counts of a bare classifier's evaluation beyond the intent metrics (with a
     fitted ``policy``: coverage, selective precision, deferrals by reason)."""
 
-    def __init__(self, policy: Any = None) -> None:
+    def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy
         self.n = 0
         self.abstentions: Counter[str] = Counter()
@@ -338,7 +342,9 @@ class RouterCounts:
         out["rules"] = rules
         return out
 
-    def add(self, router: Any, batch: Sequence[Mapping[str, Any]], intent: IntentCounts) -> None:
+    def add(
+        self, router: BatchRouter, batch: Sequence[Mapping[str, Any]], intent: IntentCounts
+    ) -> None:
         """Route one batch of rows and add it to the counters."""
         fact_names = self.fact_names
         items = []

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..calibration._metrics import DEFAULT_ECE_BINS
 from ._evaluate import Evaluation
@@ -46,6 +46,9 @@ from ._stream_metrics import (
     PoissonBootstrap,
     RouterCounts,
 )
+
+if TYPE_CHECKING:
+    from ..calibration import Policy
 
 __all__ = ["StreamEvaluation", "evaluate_stream"]
 
@@ -66,7 +69,7 @@ def evaluate_stream(
     model: Any,
     rows: Iterable[Mapping[str, Any]],
     *,
-    policy: Any = None,
+    policy: Policy | None = None,
     batch_size: int = 1024,
     n_boot: int = 200,
     seed: int = 0,

@@ -23,7 +23,7 @@ is 1.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..contracts import ReasonCode
 from ._labels import (
@@ -47,10 +47,14 @@ _READ = (
     "audited",
 )
 
+if TYPE_CHECKING:
+    from ..records._logbase import LogBase
+    from ._routing import RouterLike
+
 __all__ = ["monitor_log"]
 
 
-def _label_mix(log: Any, version: str, oos_label: str) -> dict[str, int]:
+def _label_mix(log: LogBase, version: str, oos_label: str) -> dict[str, int]:
     """Predicted labels of the version's live classified decisions (stages ``model`` and
     ``policy``), out-of-scope decisions as ``oos_label``; counted by the database."""
     mix: dict[str, int] = {}
@@ -65,14 +69,14 @@ def _label_mix(log: Any, version: str, oos_label: str) -> dict[str, int]:
 
 
 def monitor_log(
-    log: Any,
+    log: LogBase,
     *,
     target: float,
     delta: float,
     router_version: str | None = None,
     window: int = 200,
     reference: Mapping[str, Any] | None = None,
-    routers: Iterable[Any] = (),
+    routers: Iterable[RouterLike] = (),
     max_disputed_share: float = DEFAULT_MAX_DISPUTED_SHARE,
 ) -> dict[str, Any]:
     """The monitor's state for one router version of ``log``.

@@ -44,7 +44,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..records._logbase import LogBase
+    from ._routing import RouterLike
 
 __all__ = [
     "ADJUDICATION",
@@ -282,7 +286,7 @@ def settle_labels(
 
 
 def vocabularies_for(
-    log: Any, keys: Iterable[tuple[str, str]], routers: Iterable[Any] = ()
+    log: LogBase, keys: Iterable[tuple[str, str]], routers: Iterable[RouterLike] = ()
 ) -> dict[tuple[str, str], Any]:
     """The vocabulary of each ``(router, router_version)`` in ``keys``: registered in the
     log, else that of one of ``routers`` (HybridRouter values of that name and version).

@@ -59,7 +59,11 @@ passes; a check that cannot decide says ``insufficient`` and fails rather than g
    canonical hash of the rule set). When it differs, the decisions that change (``A``'s rule
    decisions ``B`` overturns, and inputs ``B``'s rules now decide) are counted and listed;
    they pass only with ``allow_rule_changes``. With identical rules any difference is a
-   defect, and fails.
+   defect, and fails. When *only* the rules changed (the same model, policy, label map,
+   exits and redaction), the comparison is ``hybridroute rules diff`` itself
+   (:meth:`RuleSet.diff` over the incumbent's logged inputs): its counts decide, and its
+   groups by (old destination, new destination, rule) and share of traffic are reported
+   (``figures["impact"]``), so the gate and the diff a reviewer ran show the same figures.
 """
 
 from __future__ import annotations
@@ -69,7 +73,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import InputError, UserInputError
 from ._labels import DEFAULT_MAX_DISPUTED_SHARE
@@ -88,6 +92,10 @@ from ._promote_checks import (
     _settled,
     _view,
 )
+
+if TYPE_CHECKING:
+    from ..records._logbase import LogBase
+    from ._routing import RouterLike
 
 __all__ = ["PROMOTION_CHECKS", "GateCheck", "PromotionReport", "promotion_gate"]
 
@@ -227,6 +235,11 @@ def _detail_lines(c: GateCheck) -> list[str]:
             f"({f['from_incumbent_deferred']['labelled']} with a human_review outcome)"
         )
     elif c.name == "rules":
+        for g in ((f.get("impact") or {}).get("groups") or ())[:10]:
+            out.append(
+                f"rules diff: {g['count']} ({_num(g['share'])}) {g['old_destination']} "
+                f"[{g['old_by']}] -> {g['new_destination']} [{g['new_by']}]"
+            )
         for ex in f.get("examples") or ():
             i, k = ex["incumbent"], ex["candidate"]
             out.append(
@@ -243,7 +256,7 @@ def _detail_lines(c: GateCheck) -> list[str]:
 # --------------------------------------------------------------------------- the candidate's decisions
 
 
-def _model_id(router: Any) -> str | None:
+def _model_id(router: RouterLike) -> str | None:
     fp = getattr(router.policy, "model_fingerprint", None)
     if fp:
         return str(fp)
@@ -251,7 +264,7 @@ def _model_id(router: Any) -> str | None:
     return manifest.get("fingerprint") if isinstance(manifest, Mapping) else None
 
 
-def _same_model(a: Any, b: Any) -> bool:
+def _same_model(a: RouterLike, b: RouterLike) -> bool:
     """Whether the recorded classifier output of ``a``'s decisions is ``b``'s too."""
     fa, fb = _model_id(a), _model_id(b)
     if fa is not None and fb is not None:
@@ -259,7 +272,23 @@ def _same_model(a: Any, b: Any) -> bool:
     return a.classifier is b.classifier
 
 
-def _replay_all(items: Sequence[_Item], router: Any, *, rescore: bool) -> None:
+def _only_rules_differ(a: RouterLike, b: RouterLike) -> bool:
+    """Whether ``b`` differs from ``a`` in nothing but its rules: the same model, policy,
+    label map, exits and redaction (then the rules diff is the whole comparison)."""
+    pa = getattr(a.policy, "content_sha256", None)
+    pb = getattr(b.policy, "content_sha256", None)
+    return (
+        pa is not None
+        and pa == pb
+        and _same_model(a, b)
+        and dict(a.destinations) == dict(b.destinations)
+        and (a.oos_label, a.oos_destination, a.fallback_destination)
+        == (b.oos_label, b.oos_destination, b.fallback_destination)
+        and a.redact_pii == b.redact_pii
+    )
+
+
+def _replay_all(items: Sequence[_Item], router: RouterLike, *, rescore: bool) -> None:
     """Set the candidate's decision of each item by replaying its logged record.
 
     With ``rescore`` the text is scored again in batches (``route_many`` of the snapshot is
@@ -317,7 +346,9 @@ def _fraction(value: Any, what: str, *, closed: bool = False) -> float:
     raise UserInputError(f"{what} must be a number in {interval}, got {value!r}")
 
 
-def _calibration_window(candidate: Any, incumbent: Any, where: str) -> dict[str, Any] | None:
+def _calibration_window(
+    candidate: RouterLike, incumbent: RouterLike, where: str
+) -> dict[str, Any] | None:
     """The window of this log's audits the candidate's policy was refitted on, if any.
 
     A policy written by ``hybridroute calibrate --from-log`` records, in its provenance, the
@@ -357,7 +388,11 @@ def _same_log(name: Any, where: str) -> bool:
 
 
 def _promise(
-    incumbent: Any, candidate: Any, target: float | None, delta: float | None, where: str
+    incumbent: RouterLike,
+    candidate: RouterLike,
+    target: float | None,
+    delta: float | None,
+    where: str,
 ) -> tuple[float, float, str]:
     ga = incumbent.policy.guarantee or {}
     gb = candidate.policy.guarantee or {}
@@ -394,9 +429,9 @@ def _promise(
 
 
 def promotion_gate(
-    log: Any,
-    incumbent: Any,
-    candidate: Any,
+    log: LogBase,
+    incumbent: RouterLike,
+    candidate: RouterLike,
     *,
     dataset: Any = None,
     target: float | None = None,
@@ -544,6 +579,8 @@ def promotion_gate(
             candidate,
             allow_rule_changes=allow_rule_changes,
             max_listed=max_listed,
+            only_rules_changed=_only_rules_differ(incumbent, candidate),
+            where=where,
         ),
     )
     errors = [it.error for it in items if it.cand is None and it.error]

@@ -11,11 +11,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._canonical import hash_canonical
 from ..exceptions import UserInputError
 from ._labels import Label, Labels, settle_labels, vocabularies_for
+
+if TYPE_CHECKING:
+    from ..records._logbase import LogBase
+    from ._routing import RouterLike
 
 __all__ = ["CHECK_STATES", "GateCheck", "hypergeometric_bounds", "rules_sha256"]
 
@@ -117,7 +121,7 @@ def _key(d: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return (d["selected_destination"], d["stage"], d["reason_code"])
 
 
-def _read_by_rules(router: Any) -> set[str]:
+def _read_by_rules(router: RouterLike) -> set[str]:
     return {f for rule in getattr(router.rules, "rules", ()) for f in rule.facts_read()}
 
 
@@ -169,10 +173,10 @@ def _tally(items: Sequence[_Item]) -> dict[str, Any]:
 
 
 def _disagreement_check(
-    log: Any,
+    log: LogBase,
     items: Sequence[_Item],
-    incumbent: Any,
-    candidate: Any,
+    incumbent: RouterLike,
+    candidate: RouterLike,
     shadows: Mapping[Any, Mapping[str, Any]],
     *,
     max_disagreement: float | None,
@@ -341,7 +345,9 @@ class _Group:
         }
 
 
-def _settled(log: Any, rows: Sequence[Mapping[str, Any]], routers: Sequence[Any]) -> Labels:
+def _settled(
+    log: LogBase, rows: Sequence[Mapping[str, Any]], routers: Sequence[RouterLike]
+) -> Labels:
     """The settled labels (:mod:`._labels`) of the incumbent's audited decisions (from
     their ``audit`` outcomes) and of the decisions it did not auto-route (from their
     ``human_review`` outcomes); ``adjudication`` settles either."""
@@ -569,7 +575,13 @@ def _precision_check(
 
 
 def _paired_check(
-    incumbent: Any, candidate: Any, dataset: Any, *, alpha: float, n_boot: int, seed: int
+    incumbent: RouterLike,
+    candidate: RouterLike,
+    dataset: Any,
+    *,
+    alpha: float,
+    n_boot: int,
+    seed: int,
 ) -> GateCheck:
     if dataset is None:
         return GateCheck("paired_test", "skipped", "no labelled set given", {})
@@ -616,21 +628,33 @@ def _paired_check(
 # --------------------------------------------------------------------------- check 4: rules
 
 
-def rules_sha256(router: Any) -> str:
+def rules_sha256(router: RouterLike) -> str:
     """The canonical hash of a router's rule set (its rules-file document)."""
     return hash_canonical(router.rules.to_dict())
 
 
 def _rules_check(
     items: Sequence[_Item],
-    incumbent: Any,
-    candidate: Any,
+    incumbent: RouterLike,
+    candidate: RouterLike,
     *,
     allow_rule_changes: bool,
     max_listed: int,
+    only_rules_changed: bool = False,
+    where: str = "the decision log",
 ) -> GateCheck:
     sha_a, sha_b = rules_sha256(incumbent), rules_sha256(candidate)
     changed_rules = sha_a != sha_b
+    impact = None
+    if changed_rules and only_rules_changed:
+        # nothing but the rules differs: the comparison is `hybridroute rules diff` over the
+        # incumbent's logged inputs (the same function), so both report the same figures
+        impact = incumbent.rules.diff(
+            candidate.rules,
+            [it.row for it in items],
+            max_examples=max_listed,
+            source=f"log {where} (version {incumbent.version})",
+        )
     rule_decisions = compared = unverifiable = 0
     kinds = {"incumbent_rule_overturned": 0, "candidate_rule_added": 0}
     examples: list[dict[str, Any]] = []
@@ -671,8 +695,11 @@ def _rules_check(
                 }
             )
     changed = sum(kinds.values())
+    if impact is not None:
+        changed, unverifiable = impact["changed"], impact["unreplayable"]
     figures = {
         "rules_changed": changed_rules,
+        "only_rules_changed": bool(changed_rules and only_rules_changed),
         "incumbent_rules_sha256": sha_a,
         "candidate_rules_sha256": sha_b,
         "incumbent_rule_decisions": rule_decisions,
@@ -682,6 +709,7 @@ def _rules_check(
         "changed_by_kind": kinds,
         "examples": examples,
         "allow_rule_changes": allow_rule_changes,
+        "impact": None if impact is None else dict(impact),
     }
     if not changed_rules:
         if changed:
@@ -700,25 +728,36 @@ def _rules_check(
             figures,
         )
     if unverifiable:
+        of = (
+            f"the incumbent's {impact['inputs']} logged input(s)"
+            if impact is not None
+            else f"the incumbent's {rule_decisions} rule-stage decision(s)"
+        )
         return GateCheck(
             "rules",
             "insufficient",
-            f"rules changed and {unverifiable} of the incumbent's {rule_decisions} rule-stage "
-            "decision(s) could not be replayed (run the candidate as a shadow to check them)",
+            f"rules changed and {unverifiable} of {of} could not be replayed (run the "
+            "candidate as a shadow to check them)",
             figures,
         )
     if not changed:
-        return GateCheck(
-            "rules",
-            "pass",
-            f"rules changed, but none of the {compared} rule-stage decision(s) differs",
-            figures,
+        what = (
+            f"{impact['compared']} logged input(s) (the rules diff)"
+            if impact is not None
+            else f"{compared} rule-stage decision(s)"
         )
+        return GateCheck("rules", "pass", f"rules changed, but none of the {what} differs", figures)
     said = (
         f"rules changed: {changed} decisions differ ({kinds['incumbent_rule_overturned']} of "
         f"the incumbent's rule decisions overturned, {kinds['candidate_rule_added']} new rule "
         "decisions)"
     )
+    if impact is not None:
+        said += (
+            f"; only the rules changed, so by the rules diff: {impact['changed']} of "
+            f"{impact['compared']} logged inputs ({_num(impact['changed_share'])} of traffic), "
+            f"{impact['refused_by_new']} refused by the new rules"
+        )
     if allow_rule_changes:
         return GateCheck("rules", "pass", f"{said}; accepted (allow_rule_changes)", figures)
     return GateCheck(

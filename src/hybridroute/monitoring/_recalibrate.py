@@ -37,7 +37,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._canonical import canonical_json
 from .._time import parse_utc_time
@@ -48,6 +48,11 @@ from ._labels import (
     settle_labels,
     vocabularies_for,
 )
+
+if TYPE_CHECKING:
+    from ..calibration import Policy
+    from ..records._logbase import LogBase
+    from ._routing import RouterLike
 
 __all__ = ["Recalibration", "recalibrate_from_log"]
 
@@ -74,7 +79,7 @@ class Recalibration:
         (SHA-256 of the rows the threshold was fitted on).
     """
 
-    policy: Any
+    policy: Policy
     report: Mapping[str, Any]
 
 
@@ -95,7 +100,7 @@ def _keep(decision_id: str, ratio: float, seed: int) -> bool:
     return int.from_bytes(digest[:8], "big") / 2.0**64 < ratio
 
 
-def _fitter(policy: Any, target: float | None, delta: float | None) -> Any:
+def _fitter(policy: Policy, target: float | None, delta: float | None) -> Any:
     """A fresh fitter of the incumbent's kind; target and delta default to its own."""
     from ..calibration import CertifiedPrecisionThreshold
 
@@ -115,8 +120,8 @@ def _fitter(policy: Any, target: float | None, delta: float | None) -> Any:
 
 
 def recalibrate_from_log(
-    log: Any,
-    router: Any,
+    log: LogBase,
+    router: RouterLike,
     *,
     router_version: str | None = None,
     target: float | None = None,

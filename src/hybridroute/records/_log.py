@@ -74,7 +74,14 @@ from ._schema import (
 )
 from ._vocabulary import create_routers_sql
 
-__all__ = ["COLUMNS", "ON_DUPLICATE", "SCHEMA_VERSION", "DecisionLog", "record_to_decision"]
+__all__ = [
+    "COLUMNS",
+    "ON_DUPLICATE",
+    "SCHEMA_VERSION",
+    "DecisionLog",
+    "read_rows",
+    "record_to_decision",
+]
 
 _SEQ = "INTEGER PRIMARY KEY AUTOINCREMENT"
 _CREATE = """
@@ -397,6 +404,36 @@ class DecisionLog(LogBase):
     def integrity_check(self) -> str:
         """SQLite's own integrity check (``"ok"`` for an intact file)."""
         return str(self._query("PRAGMA integrity_check")[0][0])
+
+
+def read_rows(path: str | os.PathLike[str]) -> list[tuple[int, str | None, str]]:
+    """``(seq, item_id, record)`` of every decision in the SQLite log at ``path``, in log
+    order, ``record`` as the stored JSON text -- read without writing.
+
+    For readers that must leave a log as they found it (the Spark reader): the file is
+    opened read-only, never created, switched to WAL or migrated, so an older log (any
+    schema version up to this one) reads as it is. A newer schema, or a file that is not a
+    decision log, is an :class:`~hybridroute.exceptions.ArtifactError` naming ``path``.
+    """
+    where = os.fsdecode(os.fspath(path))
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        try:
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            rows = conn.execute(
+                "SELECT seq, item_id, record FROM decisions ORDER BY seq"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ArtifactError(f"not a readable decision log ({exc})", path=where) from None
+    finally:
+        conn.close()
+    if version is None or int(version[0]) > SCHEMA_VERSION:
+        raise ArtifactError(
+            f"decision log schema version {None if version is None else version[0]} "
+            f"is not one this hybridroute reads ({SCHEMA_VERSION})",
+            path=where,
+        )
+    return [(int(seq), item, record) for seq, item, record in rows]
 
 
 def _widen_outcome_sources(conn: sqlite3.Connection) -> None:

@@ -22,7 +22,13 @@ from ._outcomes import (
     pending_audits,
     read_outcomes,
 )
-from ._vocabulary import RouterVocabulary, read_vocabularies, register_vocabulary
+from ._vocabulary import (
+    RouterVocabulary,
+    RoutesByModel,
+    RoutesByRules,
+    read_vocabularies,
+    register_vocabulary,
+)
 
 __all__ = ["LogOutcomes"]
 
@@ -44,7 +50,7 @@ class LogOutcomes:
     # ------------------------------------------------------------------ router versions
     def register_router(
         self,
-        router: Any = None,
+        router: RoutesByModel | RoutesByRules | RouterVocabulary | None = None,
         *,
         name: str | None = None,
         version: str | None = None,
@@ -57,7 +63,7 @@ class LogOutcomes:
 
         Parameters
         ----------
-        router : HybridRouter or RouterVocabulary, optional
+        router : HybridRouter, RuleSet or RouterVocabulary, optional
             The router (its name, version, classifier labels, out-of-scope label and every
             destination it may select). Otherwise give the keywords.
         name, version : str

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserInputError
+
+if TYPE_CHECKING:
+    from ..router import HybridRouter
 
 __all__ = ["ReplayReport", "replay"]
 
@@ -39,7 +42,7 @@ class ReplayReport(dict):
 
 def replay(
     records: Iterable[Mapping[str, Any]],
-    router: Any,
+    router: HybridRouter,
     *,
     rescore: bool = False,
     max_examples: int = 10,

@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._logbase import LogBase
 
 __all__ = ["ShadowComparison", "ShadowReport", "shadow_disagreement"]
 
@@ -132,7 +135,7 @@ def _bump(table: dict[str, dict[str, int]], key: str, differs: dict[str, bool]) 
 
 
 def shadow_disagreement(
-    log: Any, *, live_version: str | None = None, shadow_version: str | None = None
+    log: LogBase, *, live_version: str | None = None, shadow_version: str | None = None
 ) -> ShadowReport:
     """Compare live and shadow decisions logged for the same request ids.
 

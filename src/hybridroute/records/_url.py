@@ -18,11 +18,23 @@ import os
 import re
 import stat
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ArtifactError, InputError
 
-__all__ = ["check_sqlite_file", "display_url", "is_url", "open_log", "sqlite_path"]
+if TYPE_CHECKING:
+    from ._audit import AuditSampler
+    from ._log import DecisionLog
+    from ._logbase import LogBase
+
+__all__ = [
+    "check_sqlite_file",
+    "display_url",
+    "is_url",
+    "open_log",
+    "read_log_rows",
+    "sqlite_path",
+]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):")
 _POSTGRES = ("postgresql", "postgres")
@@ -124,7 +136,7 @@ def check_sqlite_file(path: str | os.PathLike[str], *, create: bool) -> None:
 
 def _sqlite(
     path: str | os.PathLike[str], create: bool, common: dict[str, Any], options: dict[str, Any]
-) -> Any:
+) -> DecisionLog:
     from ._log import DecisionLog
 
     if not create:
@@ -140,9 +152,9 @@ def open_log(
     batch_size: int = 500,
     on_duplicate: str = "skip",
     create: bool = True,
-    audit: Any = None,
+    audit: AuditSampler | None = None,
     **options: Any,
-) -> Any:
+) -> LogBase:
     """Open (creating when missing) the decision log at ``url``.
 
     A SQLite log is created as a file in an existing directory; a missing directory is an
@@ -215,3 +227,35 @@ def open_log(
         "postgresql://USER@HOST/DB, or a file path",
         path=display_url(text),
     )
+
+
+def read_log_rows(url: str | os.PathLike[str]) -> list[tuple[int, str | None, str]]:
+    """``(seq, item_id, record)`` of every decision in the log at ``url``, in log order,
+    ``record`` as JSON text -- read without writing anything.
+
+    A SQLite log (a path or ``sqlite:///PATH``) is opened read-only: never created,
+    switched to WAL or migrated (see :func:`hybridroute.records._log.read_rows`); a
+    PostgreSQL log is read through :func:`open_log` with ``create=False``. For readers
+    outside the records package (Spark) that need the rows without the log's table layout.
+
+    Raises
+    ------
+    ArtifactError
+        No such log, not a decision log, or a schema newer than this hybridroute reads.
+    InputError
+        ``url`` is not a decision-log URL.
+    """
+    text = os.fspath(url)
+    scheme = text.split(":", 1)[0].lower() if isinstance(text, str) and is_url(text) else ""
+    if scheme and scheme != "sqlite":  # PostgreSQL (open_log refuses any other URL)
+        from ._logbase import dumps_record
+
+        with open_log(text, create=False) as log:
+            return [
+                (int(row["seq"]), row["item_id"], dumps_record(row["record"])) for row in log.rows()
+            ]
+    path = sqlite_path(str(text)) if scheme == "sqlite" else url
+    check_sqlite_file(path, create=False)
+    from ._log import read_rows
+
+    return read_rows(path)

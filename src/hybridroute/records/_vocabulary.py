@@ -22,16 +22,19 @@ router version): ``labels`` and ``destinations`` as JSON arrays (sorted), ``oos_
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 from .._safeio import describe_bad_char
+from ..contracts import Vocabulary
 from ..exceptions import ArtifactError, UserInputError
 
 __all__ = [
     "ROUTER_COLUMNS",
     "RouterVocabulary",
+    "RoutesByModel",
+    "RoutesByRules",
     "VocabularyConflictError",
     "create_routers_sql",
     "read_vocabularies",
@@ -55,6 +58,54 @@ MAX_NAMES = 100_000
 _SHOWN = 12
 
 Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+
+
+class RoutesByRules(Protocol):
+    """What a vocabulary is read from in a rule set routing alone (``RuleSet`` is one),
+    and in a router's rules: its declared vocabulary, name and version."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def vocabulary(self) -> Vocabulary: ...
+
+
+class RoutesByModel(Protocol):
+    """What a vocabulary is read from in a router with a classifier (``HybridRouter`` is
+    one): its labels, out-of-scope label, label map, model exits and rules."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def classes(self) -> Sequence[str]: ...
+
+    @property
+    def oos_label(self) -> str | None: ...
+
+    @property
+    def destinations(self) -> Mapping[str, str]: ...
+
+    @property
+    def model_destinations(self) -> Sequence[str]: ...
+
+    @property
+    def rules(self) -> RoutesByRules: ...
+
+
+def _by_model(router: RoutesByModel | RoutesByRules) -> TypeGuard[RoutesByModel]:
+    return hasattr(router, "classes")
+
+
+def _by_rules(router: RoutesByModel | RoutesByRules) -> TypeGuard[RoutesByRules]:
+    return not hasattr(router, "classes")
 
 
 class VocabularyConflictError(ArtifactError):
@@ -128,15 +179,15 @@ class RouterVocabulary:
     @classmethod
     def of(
         cls,
-        router: Any,
-        router_version: Any,
+        router: object,
+        router_version: object,
         *,
-        labels: Any,
-        oos_label: Any = None,
-        destinations: Any,
+        labels: object,
+        oos_label: object = None,
+        destinations: object,
     ) -> RouterVocabulary:
         """A checked vocabulary (raises :class:`~hybridroute.exceptions.UserInputError`
-        naming what is wrong)."""
+        naming what is wrong): the values may be anything (read from a log, or given)."""
         return cls(
             _name(router, "router"),
             _name(router_version, "router_version"),
@@ -146,18 +197,20 @@ class RouterVocabulary:
         )
 
     @classmethod
-    def from_router(cls, router: Any) -> RouterVocabulary:
+    def from_router(cls, router: RoutesByModel | RoutesByRules) -> RouterVocabulary:
         """The vocabulary of a :class:`~hybridroute.router.HybridRouter`: its classifier's
         labels, its out-of-scope label, and every destination it may select (the rule
         set's declared destinations, the label map's and the policy's exits); of a
         :class:`~hybridroute.rules.RuleSet` (rules only): no label, its destinations."""
-        if not hasattr(router, "classes"):  # a rule set routing alone
+        if _by_rules(router):  # a rule set routing alone
             return cls.of(
                 router.name,
                 router.version,
                 labels=(),
                 destinations=router.vocabulary.destinations,
             )
+        if not _by_model(router):  # pragma: no cover - one of the two, always
+            raise TypeError(f"not a router: {type(router).__name__}")
         destinations = set(router.rules.vocabulary.destinations)
         destinations.update(router.destinations.values())
         destinations.update(router.model_destinations)

@@ -32,18 +32,21 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _safeio
+from .._atomic import replace_directory
 from .._integrity import file_sha256, is_sha256_hex, seal, verify
 from .._pii import PII_KINDS, PIIRedaction
 from .._version import __version__
 from ..exceptions import ArtifactError, InputError, UserInputError
 from ._router import HybridRouter
+
+if TYPE_CHECKING:
+    from ..calibration import Policy
+    from ..classifiers import IntentClassifier
 
 __all__ = ["BUNDLE_FORMAT", "check_model_binding", "load_router", "save_router"]
 
@@ -80,8 +83,8 @@ def _short(fingerprint: str) -> str:
 
 
 def check_model_binding(
-    policy: Any,
-    classifier: Any,
+    policy: Policy,
+    classifier: IntentClassifier,
     *,
     strict: bool = False,
     policy_source: str | None = None,
@@ -208,6 +211,9 @@ def save_router(
     ArtifactError
         The policy was fitted on another model.
     """
+    from ..rules import check_rule_tests
+
+    check_rule_tests(router.rules)  # a rules file whose own tests fail is never bundled
     from ..classifiers._persistence import read_manifest as read_model_manifest
 
     root = Path(path)
@@ -225,9 +231,7 @@ def save_router(
                     f"{root} holds no {_MANIFEST}; refusing to replace a directory that is "
                     "not a router bundle"
                 )
-    root.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    try:
+    with replace_directory(root) as staging:
         (staging / "rules.yaml").write_text(router.rules.to_yaml(), encoding="utf-8")
         _write_json(staging / "destinations.json", router.destinations)
         router.classifier.save(staging / "model")
@@ -257,18 +261,6 @@ def save_router(
         if router.redact_pii is not None:
             manifest["redact_pii"] = router.redact_pii.to_list()
         _write_json(staging / _MANIFEST, seal(manifest))
-        os.chmod(staging, 0o755)  # mkdtemp makes it owner-only
-        if root.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{root.name}.old.", dir=root.parent))
-            old.rmdir()
-            root.rename(old)
-            staging.rename(root)
-            shutil.rmtree(old)
-        else:
-            staging.rename(root)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return root
 
 

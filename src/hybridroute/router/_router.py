@@ -1,9 +1,14 @@
 """``HybridRouter``: rules, then the classifier, then the fitted policy, then evidence.
 
-One decision, step by step:
+One decision, step by step -- each step passes a frozen value to the next, none is filled
+in later:
 
-1. the facts are validated against the rule set's schema (a bad fact is the caller's
-   mistake: :class:`~hybridroute.exceptions.FactsError`);
+1. the request (a :class:`~hybridroute.contracts.RouteRequest`, or a mapping made into
+   one) is checked: the facts validated against the rule set's schema (a bad fact is the
+   caller's mistake: :class:`~hybridroute.exceptions.FactsError`), the text and the
+   evidence checked, the input snapshot and its hash made (:meth:`HybridRouter.check`
+   does this step alone and returns the :class:`~hybridroute.router.CheckedRequest`,
+   which routing then takes as it is);
 2. the rules run first; the first that fires decides (``stage="rule"``). Rules read
    facts only, so nothing in the text can get past them;
 3. otherwise the classifier ranks the closed label set. A classifier failure or
@@ -28,9 +33,9 @@ input snapshot and its hash, the decision log and replay all see the same redact
 (redaction is idempotent, so a replayed record keeps its snapshot hash). Rules read facts
 only and never see the text either way.
 
-The text is checked where it enters (:meth:`HybridRouter.route`, :meth:`~HybridRouter.route_many`,
-their async twins and :meth:`~HybridRouter.replay`): a string of at most
-:data:`MAX_TEXT_CHARS` characters, valid Unicode (no lone surrogates, which is what
+The text is checked where it enters (:meth:`HybridRouter.route`,
+:meth:`~HybridRouter.route_many`, their async twins, :meth:`~HybridRouter.check` and
+:meth:`~HybridRouter.replay`): a string of at most :data:`MAX_TEXT_CHARS` characters, valid Unicode (no lone surrogates, which is what
 undecodable command-line bytes become) and without NUL characters. Anything else is the
 caller's mistake: :class:`~hybridroute.exceptions.InputError` naming the field ``text``.
 
@@ -43,32 +48,27 @@ can be replayed through another policy without the classifier (:meth:`HybridRout
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._canonical import hash_canonical
 from .._pii import PIIRedaction
+from .._ranking import complete_ranking
 from .._redact import scrub_text
-from .._safeio import check_text
-from ..classifiers._base import IntentClassifier, RankedLabels
-from ..contracts import Decision, ReasonCode, Stage
-from ..exceptions import (
-    ClassifierError,
-    FactsError,
-    InputError,
-    RuleSetError,
-    UndeclaredValueError,
-)
+from ..classifiers import IntentClassifier, RankedLabels
+from ..contracts import Decision, ReasonCode, RouteRequest, Stage
+from ..exceptions import ClassifierError, RuleSetError, UndeclaredValueError
 from ..rules import RuleSet
+from ._request import CheckedRequest, RouteItem, as_request, check_request
+
+if TYPE_CHECKING:
+    from ..calibration import Policy, PolicyOutcome
 
 __all__ = ["MAX_ERROR_CHARS", "MAX_TEXT_CHARS", "HybridRouter", "RouteItem"]
 
@@ -84,7 +84,7 @@ MAX_TEXT_CHARS = 100_000
 MAX_ERROR_CHARS = 200
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Scored:
     """One classifier answer: a full score row over the label set, or an abstention."""
 
@@ -98,12 +98,13 @@ class _Scored:
     top: int | None = None
 
 
-_RULE = Stage.RULE.value
 _MODEL = Stage.MODEL.value
 _POLICY = Stage.POLICY.value
 _FALLBACK = Stage.FALLBACK.value
 
-RouteItem = Mapping[str, Any]  # {"facts": {...}, "text": "...", "evidence": {...}?, "id": ...?}
+#: What the batch entry points take: a request, a request this router checked, or a
+#: mapping with ``facts``, ``text`` and ``evidence`` (the form taken before RouteRequest).
+Routable = RouteRequest | CheckedRequest | RouteItem
 
 
 class HybridRouter:
@@ -154,7 +155,7 @@ class HybridRouter:
         *,
         rules: RuleSet,
         classifier: IntentClassifier,
-        policy: Any,
+        policy: Policy,
         destinations: Mapping[str, str] | None = None,
         name: str = "router",
         version: str = "0",
@@ -223,7 +224,7 @@ class HybridRouter:
     # ------------------------------------------------------------------ routing
     def route(
         self,
-        facts: Mapping[str, Any] | None,
+        facts: Mapping[str, Any] | RouteRequest | CheckedRequest | None,
         text: str | None = None,
         *,
         evidence: Mapping[str, Any] | None = None,
@@ -232,9 +233,11 @@ class HybridRouter:
 
         Parameters
         ----------
-        facts : mapping or None
+        facts : mapping, RouteRequest, CheckedRequest or None
             The item's structured facts, checked against the rule set's schema (defaults
-            filled in); ``None`` is no facts.
+            filled in); ``None`` is no facts. Or the whole item: a
+            :class:`~hybridroute.contracts.RouteRequest` (then ``text`` and ``evidence``
+            are not given), or what :meth:`check` returned for one.
         text : str or None, default None
             The text to classify when no rule fires. ``None`` or a blank text leaves the
             item to the rules: the rule set's default exit decides if none fires. At most
@@ -263,20 +266,77 @@ class HybridRouter:
         ClassifierError
             With ``strict=True``, when the classifier abstains (its own exceptions then
             propagate unchanged).
+        TypeError
+            A request given with ``text`` or ``evidence`` beside it.
         """
-        prepared = self._prepare({"facts": facts, "text": text, "evidence": evidence})
-        if prepared["decision"] is None:
-            self._decide([prepared], self._score([prepared["text"]]))
-        decision: Decision = prepared["decision"]
-        return decision
+        return self.route_many([_one(facts, text, evidence)])[0]
 
-    def route_many(self, items: Iterable[RouteItem]) -> list[Decision]:
-        """Route a batch: rules per item, one classifier call for the items that need it."""
-        prepared = [self._prepare(item) for item in items]
-        pending = [p for p in prepared if p["decision"] is None]
-        if pending:
-            self._decide(pending, self._score([p["text"] for p in pending]))
-        return [p["decision"] for p in prepared]
+    def route_many(self, items: Iterable[Routable]) -> list[Decision]:
+        """Route a batch: rules per item, one classifier call for the items that need it.
+
+        Parameters
+        ----------
+        items : iterable of RouteRequest, CheckedRequest or mapping
+            :class:`~hybridroute.contracts.RouteRequest` values; values :meth:`check`
+            returned (not checked again when this router checked them); or mappings with
+            ``facts``, ``text`` and ``evidence`` (other keys ignored), made into requests.
+            Every item is checked before any is classified: one refused item refuses the
+            batch.
+
+        Returns
+        -------
+        list of Decision
+            In the order of ``items``.
+
+        Raises
+        ------
+        FactsError, InputError, ClassifierError
+            As :meth:`route` raises.
+        TypeError
+            An item of another type.
+        """
+        checked = [self._checked(item) for item in items]
+        pending = [c for c in checked if c.rule_decision is None]
+        if not pending:
+            return [_ruled(c) for c in checked]
+        return _merge(checked, self._decide(pending, self._score([_text(c) for c in pending])))
+
+    def check(self, request: RouteRequest | RouteItem) -> CheckedRequest:
+        """Check one request as routing would, without classifying it.
+
+        The facts are validated against the rule set's schema, the rules are run on them
+        (a rule that cannot be evaluated on these facts refuses the request here, as it
+        would in routing), the text is checked (and PII-redacted when this router
+        redacts) and the evidence made plain. Nothing is classified, logged or counted.
+
+        Parameters
+        ----------
+        request : RouteRequest or mapping
+            The request (a mapping with ``facts``, ``text`` and ``evidence`` is made into
+            one; other keys are ignored).
+
+        Returns
+        -------
+        CheckedRequest
+            The checked value: its input snapshot and hash, the text the classifier would
+            see, and the rules' decision when a rule fires (``rule_decision``). Pass it to
+            :meth:`route_many` (or :meth:`route`) to route it without checking it again.
+
+        Raises
+        ------
+        FactsError, InputError
+            Exactly as :meth:`route` raises for the same request.
+        TypeError
+            ``request`` is neither a request nor a mapping.
+        """
+        return check_request(self, as_request(request))
+
+    def _checked(self, item: Routable) -> CheckedRequest:
+        if isinstance(item, CheckedRequest):
+            if item.router is self:
+                return item
+            item = item.request  # checked by another router: its rules and limits
+        return check_request(self, as_request(item))
 
     async def aroute(
         self,
@@ -292,8 +352,8 @@ class HybridRouter:
 
         Parameters
         ----------
-        facts : mapping or None
-            The item's structured facts, checked against the rule set's schema.
+        facts : mapping, RouteRequest, CheckedRequest or None
+            The item's structured facts, or the whole item (see :meth:`route`).
         text : str or None, default None
             The text to classify when no rule fires (see :meth:`route`).
         evidence : mapping or None, default None
@@ -309,28 +369,28 @@ class HybridRouter:
         FactsError, InputError, ClassifierError
             As :meth:`route` raises.
         """
-        return (await self.aroute_many([{"facts": facts, "text": text, "evidence": evidence}]))[0]
+        return (await self.aroute_many([_one(facts, text, evidence)]))[0]
 
-    async def aroute_many(self, items: Iterable[RouteItem]) -> list[Decision]:
-        """Async :meth:`route_many`."""
-        prepared = [self._prepare(item) for item in items]
-        pending = [p for p in prepared if p["decision"] is None]
-        if pending:
-            texts = [p["text"] for p in pending]
-            arank = getattr(self.classifier, "arank", None)
-            if arank is not None:
-                try:
-                    ranked = await arank(texts, k=len(self.classes))
-                except Exception as exc:
-                    if self.strict:
-                        raise
-                    scored = _failed(exc, len(texts))
-                else:
-                    scored = [self._from_ranking(r) for r in ranked]
+    async def aroute_many(self, items: Iterable[Routable]) -> list[Decision]:
+        """Async :meth:`route_many` (the same items, the same answers)."""
+        checked = [self._checked(item) for item in items]
+        pending = [c for c in checked if c.rule_decision is None]
+        if not pending:
+            return [_ruled(c) for c in checked]
+        texts = [_text(c) for c in pending]
+        arank = getattr(self.classifier, "arank", None)
+        if arank is not None:
+            try:
+                ranked = await arank(texts, k=len(self.classes))
+            except Exception as exc:
+                if self.strict:
+                    raise
+                scored = _failed(exc, len(texts))
             else:
-                scored = await asyncio.to_thread(self._score, texts)
-            self._decide(pending, scored)
-        return [p["decision"] for p in prepared]
+                scored = [self._from_ranking(r) for r in ranked]
+        else:
+            scored = await asyncio.to_thread(self._score, texts)
+        return _merge(checked, self._decide(pending, scored))
 
     # ------------------------------------------------------------------ replay
     def replay(self, record: Mapping[str, Any], *, rescore: bool = False) -> Decision:
@@ -342,74 +402,16 @@ class HybridRouter:
         ranking, the classifier scores the text again.
         """
         snap = record.get("input_snapshot") or {}
-        item = {
-            "facts": snap.get("facts"),
-            "text": snap.get("text"),
-            "evidence": snap.get("evidence"),
-        }
-        prepared = self._prepare(item)
-        by_rule: Decision | None = prepared["decision"]
-        if by_rule is not None:
-            return by_rule
+        checked = self.check(
+            {"facts": snap.get("facts"), "text": snap.get("text"), "evidence": snap.get("evidence")}
+        )
+        if checked.rule_decision is not None:
+            return checked.rule_decision
         ranked = None if rescore else _recorded_ranking(record)
-        scored = self._score([prepared["text"]]) if ranked is None else [self._from_ranking(ranked)]
-        self._decide([prepared], scored)
-        return prepared["decision"]
+        scored = self._score([_text(checked)]) if ranked is None else [self._from_ranking(ranked)]
+        return self._decide([checked], scored)[0]
 
     # ------------------------------------------------------------------ internals
-    def _prepare(self, item: RouteItem) -> dict[str, Any]:
-        if not isinstance(item, Mapping):
-            raise TypeError(
-                f"a route item is a mapping with 'facts' and 'text', got {type(item).__name__}"
-            )
-        valid = self.rules.validate_facts(item.get("facts"))
-        text = item.get("text")
-        if text is not None:
-            _check_text(text, self.max_text_chars)
-            if self.redact_pii is not None:
-                # before the snapshot, its hash and the classifier: all see the same text
-                text = self.redact_pii.redact(text)
-        snapshot: dict[str, Any] = {"facts": valid}
-        if text is not None:
-            snapshot["text"] = text
-        evidence = item.get("evidence")
-        if evidence is not None:
-            snapshot["evidence"] = _plain_evidence(evidence)
-        if evidence is None:
-            # validated facts are canonical: write the snapshot's JSON straight from the schema
-            text_json = "" if text is None else ',"text":' + json.encoder.encode_basestring(text)
-            canon = '{"facts":' + self.rules.schema.canonical_json(valid) + text_json + "}"
-            digest = hashlib.sha256(canon.encode("utf-8")).hexdigest()
-        else:
-            digest = hash_canonical(snapshot)
-        if evidence is None:
-            # validated facts are canonical and frozen already: a read-only view suffices
-            snapshot["facts"] = MappingProxyType(valid)
-            snapshot = MappingProxyType(snapshot)  # type: ignore[assignment]
-        prepared: dict[str, Any] = {
-            "snapshot": snapshot,
-            "hash": digest,
-            "text": text,
-            "decision": None,
-        }
-        found = self.rules.match(valid)
-        if found is None and (text is None or not text.strip()):
-            found = self.rules.evaluate(valid)  # nothing to classify: the rules' default exit
-        if found is not None:
-            prepared["decision"] = Decision(
-                router=self.name,
-                router_version=self.version,
-                stage=_RULE,
-                input_snapshot=snapshot,
-                snapshot_hash=digest,
-                allowed_destinations=(found.destination,),
-                selected_destination=found.destination,
-                reason_code=found.reason_code,
-                rule_id=found.rule_id,
-                detail=found.detail,
-            )
-        return prepared
-
     def _score(self, texts: Sequence[str]) -> list[_Scored]:
         """Scores over the label set for each text (or an abstention with its reason)."""
         clf = self.classifier
@@ -440,17 +442,17 @@ class HybridRouter:
         """A full score row from a (possibly partial) ranking.
 
         Labels the classifier did not rank share the probability mass it left over equally
-        (an LLM that names one label with confidence 0.9 leaves 0.1 to the others).
+        (an LLM that names one label with confidence 0.9 leaves 0.1 to the others): the
+        one rule of :func:`hybridroute._ranking.complete_ranking`, which the policy uses too.
         """
         if ranked.abstained or not ranked.labels:
             return _Scored(
                 abstain_reason=ranked.abstain_reason or ReasonCode.CLASSIFIER_ERROR.value,
                 usage=dict(ranked.usage or {}),
             )
-        row = np.zeros(len(self.classes))
-        unranked = np.ones(len(self.classes), dtype=bool)
         index = self._index
-        for label, score in zip(ranked.labels, ranked.scores, strict=True):
+        columns = []
+        for label in ranked.labels:
             j = index.get(label)
             if j is None:
                 return _Scored(
@@ -459,11 +461,8 @@ class HybridRouter:
                     labels=tuple(ranked.labels),
                     scores=tuple(ranked.scores),
                 )
-            row[j] = float(score)
-            unranked[j] = False
-        left = 1.0 - float(row.sum())
-        if unranked.any() and left > 0:
-            row[unranked] = left / int(unranked.sum())
+            columns.append(j)
+        row = complete_ranking(columns, ranked.scores, len(self.classes))
         if row.sum() <= 0:
             return _Scored(
                 abstain_reason=ReasonCode.CLASSIFIER_ERROR.value, usage=dict(ranked.usage or {})
@@ -478,21 +477,24 @@ class HybridRouter:
             top=index[ranked.labels[_first_max(ranked.scores)]],
         )
 
-    def _fallback(self, prepared: dict[str, Any], reason: str, detail: dict[str, Any]) -> Decision:
+    def _fallback(self, checked: CheckedRequest, reason: str, detail: dict[str, Any]) -> Decision:
         return Decision(
             router=self.name,
             router_version=self.version,
             stage=_FALLBACK,
-            input_snapshot=prepared["snapshot"],
-            snapshot_hash=prepared["hash"],
+            input_snapshot=checked.snapshot,
+            snapshot_hash=checked.snapshot_hash,
             allowed_destinations=self.model_destinations,
             selected_destination=self.fallback_destination,
             reason_code=reason,
             detail=detail,
         )
 
-    def _decide(self, prepared: Sequence[dict[str, Any]], scored: Sequence[_Scored]) -> None:
-        """Set ``decision`` on each prepared item from its scores, through the policy."""
+    def _decide(
+        self, checked: Sequence[CheckedRequest], scored: Sequence[_Scored]
+    ) -> list[Decision]:
+        """The decision on each checked item (no rule fired) from its scores, through the
+        policy and the evidence check."""
         ok: list[int] = []
         ok_rows: list[np.ndarray] = []
         tops: list[int] = []
@@ -503,7 +505,7 @@ class HybridRouter:
                 # the label the classifier named first: a row completed from a partial
                 # ranking may give an unranked label more mass, and that label was never said
                 tops.append(int(sc.row.argmax()) if sc.top is None else sc.top)
-        outcomes: dict[int, Any] = {}
+        outcomes: dict[int, PolicyOutcome] = {}
         if ok:
             try:
                 rows = ok_rows[0][None, :] if len(ok_rows) == 1 else np.vstack(ok_rows)
@@ -513,11 +515,12 @@ class HybridRouter:
                 if self.strict:
                     raise
                 error = {**_error_detail(exc), "in": "policy"}
+                failed = ReasonCode.CLASSIFIER_ERROR.value
+                scored = list(scored)
                 for i in ok:
-                    scored[i].abstain_reason = ReasonCode.CLASSIFIER_ERROR.value
-                    scored[i].error = error
-                    scored[i].row = None
-        for i, (prep, sc) in enumerate(zip(prepared, scored, strict=True)):
+                    scored[i] = replace(scored[i], abstain_reason=failed, error=error, row=None)
+        decisions: list[Decision] = []
+        for i, (item, sc) in enumerate(zip(checked, scored, strict=True)):
             if sc.row is None or i not in outcomes:
                 if self.strict:
                     raise ClassifierError(f"classifier abstained: {sc.abstain_reason}")
@@ -529,9 +532,10 @@ class HybridRouter:
                     detail["error"] = dict(sc.error)
                 detail["cause"] = _cause(reason, sc.error)
                 self._log_cause(detail["cause"], reason, sc.error)
-                prep["decision"] = self._fallback(prep, reason, detail)
+                decisions.append(self._fallback(item, reason, detail))
             else:
-                prep["decision"] = self._from_outcome(prep, sc, outcomes[i])
+                decisions.append(self._from_outcome(item, sc, outcomes[i]))
+        return decisions
 
     def _log_cause(self, cause: str, reason: str, error: Mapping[str, str] | None) -> None:
         """Log a fallback cause the first time this router meets it (never again after)."""
@@ -551,7 +555,9 @@ class HybridRouter:
         message = scrub_text(error["message"])
         logger.warning("%s: %s raised %s: %s; %s", where, source, error["type"], message, then)
 
-    def _from_outcome(self, prepared: dict[str, Any], sc: _Scored, outcome: Any) -> Decision:
+    def _from_outcome(
+        self, checked: CheckedRequest, sc: _Scored, outcome: PolicyOutcome
+    ) -> Decision:
         detail: dict[str, Any] = {
             # labels and scores are tuples of str / float: a read-only view needs no copy
             "classifier": MappingProxyType({"labels": sc.labels, "scores": sc.scores}),
@@ -562,62 +568,46 @@ class HybridRouter:
             detail["oos_score"] = outcome.oos_score
         if sc.usage:
             detail["usage"] = sc.usage
-        common = dict(
-            router=self.name,
-            router_version=self.version,
-            input_snapshot=prepared["snapshot"],
-            snapshot_hash=prepared["hash"],
-            allowed_destinations=self.model_destinations,
-            label=outcome.label,
-            confidence=outcome.confidence,
-            threshold=_threshold_value(outcome.threshold),
-            margin=outcome.margin,
-        )
+        stage, reason = _POLICY, outcome.reason_code
+        evidence_ids: tuple[str, ...] = ()
         action = outcome.action
         if action == "auto_route" and outcome.label == self.oos_label:
             action = "out_of_scope"
         if action == "out_of_scope":
-            return Decision(
-                stage=_POLICY,
-                selected_destination=self.oos_destination,
-                reason_code=ReasonCode.OUT_OF_SCOPE.value,
-                detail=detail,
-                **common,
-            )
-        if action in ("ask_user", "human_review"):
-            return Decision(
-                stage=_POLICY,
-                selected_destination=action,
-                reason_code=outcome.reason_code,
-                detail=detail,
-                **common,
-            )
-        destination = self.destinations[outcome.label]
-        evidence = prepared["snapshot"].get("evidence")
-        if evidence is not None and self.policy.evidence_thresholds:
-            result = self.policy.check_evidence(
-                evidence.get("required_points", ()), evidence.get("items", ())
-            )
-            detail["evidence"] = {
-                "required_points": list(result.required_points),
-                "covered_points": list(result.covered_points),
-                "missing_points": list(result.missing_points),
-            }
-            if result.evidence_complete:
-                return Decision(
-                    stage=_POLICY,
-                    selected_destination="answer",
-                    reason_code=ReasonCode.EVIDENCE_COMPLETE.value,
-                    evidence_ids=tuple(result.evidence_ids),
-                    detail=detail,
-                    **common,
+            destination, reason = self.oos_destination, ReasonCode.OUT_OF_SCOPE.value
+        elif action in ("ask_user", "human_review"):
+            destination = action
+        else:
+            stage, destination = _MODEL, self.destinations[str(outcome.label)]
+            evidence = checked.snapshot.get("evidence")
+            if evidence is not None and self.policy.evidence_thresholds:
+                result = self.policy.check_evidence(
+                    evidence.get("required_points", ()), evidence.get("items", ())
                 )
+                detail["evidence"] = {
+                    "required_points": list(result.required_points),
+                    "covered_points": list(result.covered_points),
+                    "missing_points": list(result.missing_points),
+                }
+                if result.evidence_complete:
+                    stage, destination = _POLICY, "answer"
+                    reason = ReasonCode.EVIDENCE_COMPLETE.value
+                    evidence_ids = tuple(result.evidence_ids)
         return Decision(
-            stage=_MODEL,
+            router=self.name,
+            router_version=self.version,
+            stage=stage,
+            input_snapshot=checked.snapshot,
+            snapshot_hash=checked.snapshot_hash,
+            allowed_destinations=self.model_destinations,
             selected_destination=destination,
-            reason_code=outcome.reason_code,
+            reason_code=reason,
+            evidence_ids=evidence_ids,
+            label=outcome.label,
+            confidence=outcome.confidence,
+            threshold=_threshold_value(outcome.threshold),
+            margin=outcome.margin,
             detail=detail,
-            **common,
         )
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Any:
@@ -626,7 +616,7 @@ class HybridRouter:
 
         return save_router(self, path, overwrite=overwrite)
 
-    def with_policy(self, policy: Any, *, version: str) -> HybridRouter:
+    def with_policy(self, policy: Policy, *, version: str) -> HybridRouter:
         """This router with another policy, as version ``version`` (a new router).
 
         The rules, classifier, destination map, exits and PII redaction are shared; the
@@ -672,17 +662,6 @@ class HybridRouter:
 
     def __repr__(self) -> str:
         return f"HybridRouter(name={self.name!r}, version={self.version!r}, labels={len(self.classes)})"
-
-
-def _check_text(text: Any, limit: int) -> None:
-    """Refuse a text that is not a string, too long, not valid Unicode, or holds NUL."""
-    if not isinstance(text, str):
-        raise InputError(f"text must be a string, got {type(text).__name__}")
-    if len(text) > limit:
-        raise InputError(f"text is {len(text):,} characters long (the limit is {limit:,})")
-    # ASCII text holds no surrogate (isascii is a flag lookup): only NUL is left to look for
-    if not text.isascii() or "\x00" in text:
-        check_text(text, what="text")
 
 
 def _threshold_value(thr: Any) -> float | None:
@@ -737,28 +716,35 @@ def _recorded_ranking(record: Mapping[str, Any]) -> RankedLabels | None:
     )
 
 
-def _plain_evidence(evidence: Mapping[str, Any]) -> dict[str, Any]:
-    from ..calibration import EvidenceItem
+def _one(
+    facts: Mapping[str, Any] | RouteRequest | CheckedRequest | None,
+    text: str | None,
+    evidence: Mapping[str, Any] | None,
+) -> Routable:
+    """The one item of :meth:`HybridRouter.route`: a request, or one made of its parts."""
+    if isinstance(facts, (RouteRequest, CheckedRequest)):
+        if text is not None or evidence is not None:
+            raise TypeError("a RouteRequest holds its own text and evidence; pass them in it")
+        return facts
+    return {"facts": facts, "text": text, "evidence": evidence}
 
-    if not isinstance(evidence, Mapping):
-        raise FactsError("evidence must be a mapping with 'required_points' and 'items'")
-    points = evidence.get("required_points", ())
-    if not isinstance(points, (list, tuple)) or not all(isinstance(p, str) for p in points):
-        raise FactsError("evidence 'required_points' must be a list of strings")
-    raw_items = evidence.get("items", ())
-    if not isinstance(raw_items, (list, tuple)):
-        raise FactsError("evidence 'items' must be a list of evidence items")
-    items = []
-    for pos, it in enumerate(raw_items):
-        try:
-            item = EvidenceItem.coerce(it)
-        except (ValueError, TypeError) as exc:
-            raise FactsError(f"evidence item #{pos + 1}: {exc}") from None
-        for value in (item.id, item.point, item.source):
-            check_text(value, what=f"evidence item #{pos + 1}")
-        items.append(
-            {"id": item.id, "point": item.point, "source": item.source, "score": item.score}
-        )
-    for point in points:
-        check_text(point, what="evidence 'required_points'")
-    return {"required_points": list(points), "items": items}
+
+def _text(checked: CheckedRequest) -> str:
+    """The text of an item no rule decided (one without text is decided by the rules)."""
+    text = checked.text
+    if text is None:  # pragma: no cover - the rules' default exit decides such an item
+        raise AssertionError("an item without text reached the classifier")
+    return text
+
+
+def _ruled(checked: CheckedRequest) -> Decision:
+    decision = checked.rule_decision
+    if decision is None:  # pragma: no cover - only called when every item was ruled
+        raise AssertionError("an item no rule decided has no decision")
+    return decision
+
+
+def _merge(checked: Sequence[CheckedRequest], decided: Sequence[Decision]) -> list[Decision]:
+    """The rules' decisions, with the classifier's in the places no rule decided."""
+    rest = iter(decided)
+    return [c.rule_decision if c.rule_decision is not None else next(rest) for c in checked]

@@ -19,11 +19,21 @@ A rules file looks like::
         then: human_review
         reason: vip_customer
     default: {destination: fail, reason: default_exit}     # required: the exit when no rule fires
+    tests:                       # optional: cases `hybridroute rules test` runs
+      - name: big_refund_to_review
+        facts: {amount: 2500, action: issue_refund}
+        expect: {destination: human_review, reason: vip_customer, rule: big_refund}
 
 A fact declaration takes ``type``, ``nullable``, ``default``, ``enum`` (allowed values:
 ``str``, ``int``, each element of ``list[str]``), ``min`` / ``max`` (inclusive bounds:
 ``int``, ``number``, each element of ``list[number]``) and ``description``; see
 :class:`hybridroute.contracts.FactSpec`.
+
+A rule may say ``overlaps: [earlier_rule_id, ...]``: the earlier rules are known to take
+part of its cases, so ``hybridroute rules lint`` does not report that overlap (see
+:mod:`._lint`). The ``tests:`` section (and a sibling ``NAME.tests.yaml``) is read by
+:func:`hybridroute.rules.load_rule_tests`, not here: routing never depends on it, and a rule
+set built from the file does not carry it (a router bundle's ``rules.yaml`` has none).
 
 Safety: the file must be a regular file (a FIFO, a device or a directory is refused
 before a byte is read) and is read with its byte limit enforced while reading, as strict
@@ -76,8 +86,9 @@ _TOP_KEYS = {
     "reason_codes",
     "rules",
     "default",
+    "tests",
 }
-_RULE_KEYS = {"id", "guard", "params", "when", "then", "reason", "description"}
+_RULE_KEYS = {"id", "guard", "params", "when", "then", "reason", "description", "overlaps"}
 
 
 def load_rules(path: str | os.PathLike[str]) -> RuleSet:
@@ -97,27 +108,39 @@ def load_rules(path: str | os.PathLike[str]) -> RuleSet:
         text = read_text(path, limit=MAX_RULES_FILE_BYTES, what="rules file")
     except InputError as exc:
         raise RulesFileError(f"cannot read rules file: {_located(exc)}", path=where) from None
-    return parse_rules(text, source=where)
+    ruleset = parse_rules(text, source=where)
+    ruleset.source = where  # where its tests are looked for (hybridroute.rules.check_rule_tests)
+    return ruleset
 
 
 def parse_rules(text: str, *, source: str = "<rules>") -> RuleSet:
     """Parse rules-file text (see the module docstring for the format)."""
+    return _build(parse_document(text, source=source), source)
+
+
+def parse_document(text: str, *, source: str = "<rules>", what: str = "rules file") -> Any:
+    """The YAML document of rules-file text, through the hardened checker (not built).
+
+    Raises
+    ------
+    RulesFileError
+        Too large, or YAML the checker refuses (naming the line and, inside a rule, its id).
+    """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_RULES_FILE_BYTES:
         raise RulesFileError(
-            f"rules file is too large (over {MAX_RULES_FILE_BYTES:,} bytes)", path=source
+            f"{what} is too large (over {MAX_RULES_FILE_BYTES:,} bytes)", path=source
         )
     try:
-        data = parse_yaml(
+        return parse_yaml(
             text,
             source=source,
-            what="rules file",
+            what=what,
             max_depth=_MAX_YAML_DEPTH,
             max_nodes=_MAX_YAML_NODES,
         )
     except InputError as exc:
         rule_id = _rule_at_line(text, exc.line) if exc.line is not None else None
         raise RulesFileError(_located(exc), path=source, rule_id=rule_id) from None
-    return _build(data, source)
 
 
 def _located(exc: InputError) -> str:
@@ -273,6 +296,17 @@ def _rule(item: Any, pos: int, fact_types: Mapping[str, str], source: str) -> Ru
     description = item.get("description", "")
     if not isinstance(description, str):
         raise _fail("'description' must be a string", source, rid)
+    overlaps = item.get("overlaps", [])
+    if not isinstance(overlaps, list) or not all(isinstance(v, str) for v in overlaps):
+        raise _fail("'overlaps' must be a list of earlier rule ids", source, rid)
+    rule = _rule_body(item, rid, description, fact_types, source)
+    rule.overlaps = tuple(dict.fromkeys(overlaps))
+    return rule
+
+
+def _rule_body(
+    item: Mapping[str, Any], rid: str, description: str, fact_types: Mapping[str, str], source: str
+) -> Rule:
     has_guard = "guard" in item
     has_when = "when" in item
     if has_guard == has_when:

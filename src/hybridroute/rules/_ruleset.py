@@ -70,6 +70,9 @@ class Rule:
         A condition rule's reason code (``None``: ``rule_matched``).
     description : str, default ""
         Free text, written back into the rules file.
+    overlaps : sequence of str, default ()
+        Ids of earlier rules known to take part of this rule's cases: ``hybridroute rules
+        lint`` does not report those overlaps (the rule set checks that they are earlier).
 
     Raises
     ------
@@ -85,6 +88,7 @@ class Rule:
         "destination",
         "guard_obj",
         "id",
+        "overlaps",
         "reason_code",
     )
 
@@ -97,6 +101,7 @@ class Rule:
         destination: str | None = None,
         reason_code: str | None = None,
         description: str = "",
+        overlaps: Sequence[str] = (),
     ) -> None:
         if not isinstance(id, str) or not id.strip():
             raise RuleSetError("every rule needs a non-empty string id", rule_id=str(id))
@@ -108,6 +113,7 @@ class Rule:
         self.destination = destination
         self.reason_code = reason_code
         self.description = description
+        self.overlaps: tuple[str, ...] = tuple(overlaps)
         if guard_obj is not None:
             self._check = guard_obj.check
         else:
@@ -237,6 +243,8 @@ class Rule:
             out["when"] = self.condition.source  # type: ignore[union-attr]
             out["then"] = self.destination
             out["reason"] = self.reason_code or "rule_matched"
+        if self.overlaps:
+            out["overlaps"] = list(self.overlaps)
         if self.description:
             out["description"] = self.description
         return out
@@ -262,6 +270,12 @@ class RuleSet:
         Declared intent destinations and extra reason codes.
     name, version : str
         Written into every decision as ``router`` / ``router_version``.
+
+    Attributes
+    ----------
+    source : str or None
+        The rules file it was loaded from (set by :func:`~hybridroute.rules.load_rules`;
+        ``None`` for a rule set built in code): where its tests are looked for.
 
     Raises
     ------
@@ -294,6 +308,7 @@ class RuleSet:
             raise RuleSetError("the rule set has no default exit (declare 'default')")
         self.default = default
         self.default_reason = default_reason
+        self.source: str | None = None
         self._validate()
         self._checks = tuple((r.id, r.check) for r in self.rules)
         self._default_match = RuleMatch(None, default, default_reason, MappingProxyType({}))
@@ -310,6 +325,12 @@ class RuleSet:
                     f"duplicate rule id (also rule #{seen[rule.id] + 1})", rule_id=rule.id
                 )
             seen[rule.id] = pos
+            for other in rule.overlaps:
+                if other not in seen or other == rule.id:
+                    raise RuleSetError(
+                        f"'overlaps' names {other!r}, which is not an earlier rule",
+                        rule_id=rule.id,
+                    )
             for dest in rule.destinations:
                 try:
                     vocab.check_destination(dest)
@@ -430,6 +451,42 @@ class RuleSet:
     def decide_many(self, facts_list: Iterable[Mapping[str, Any] | None]) -> list[Decision]:
         """:meth:`decide` for each item."""
         return [self.decide(f) for f in facts_list]
+
+    def coverage(
+        self,
+        decisions: Iterable[Any],
+        *,
+        model_destinations: Iterable[str] | None = None,
+    ) -> dict[str, Any]:
+        """Which rules, rule outcomes and destinations ``decisions`` reach, and which none does.
+
+        Parameters
+        ----------
+        decisions : iterable
+            Decisions (:class:`~hybridroute.contracts.Decision` values or their records)
+            made with this rule set: by its tests, or by a router over a labelled set.
+        model_destinations : iterable of str, optional
+            The destinations a router's model stage can select (a router's
+            ``model_destinations``); ``None``: the declared intent destinations.
+
+        Returns
+        -------
+        dict
+            See :func:`hybridroute.rules._coverage.rule_coverage`.
+        """
+        from ._coverage import rule_coverage
+
+        return rule_coverage(self, decisions, model_destinations=model_destinations)
+
+    def diff(self, new: RuleSet, inputs: Iterable[Any], **options: Any) -> Any:
+        """What replacing this rule set by ``new`` changes on ``inputs`` (logged rows, records).
+
+        See :func:`hybridroute.rules.diff_rules` (this rule set is ``old``); ``options`` are
+        its keyword arguments.
+        """
+        from ._diff import diff_rules
+
+        return diff_rules(self, new, inputs, **options)
 
     def to_dict(self) -> dict[str, Any]:
         """The rule set as a rules-file document: ``parse_rules`` of its YAML rebuilds it."""

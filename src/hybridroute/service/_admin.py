@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -33,6 +33,9 @@ from ._input import RequestProblem, invalid
 from ._routers import LIVE, SHADOW, load_bundle
 from ._routes import read_json, state_of
 from ._state import ServiceState
+
+if TYPE_CHECKING:
+    from ..router import HybridRouter
 
 __all__ = ["admin", "authorize"]
 
@@ -96,7 +99,7 @@ def _routers_answer(state: ServiceState, **extra: Any) -> JSONResponse:
     return JSONResponse({**extra, "routers": [r.describe() for r in current.all()]})
 
 
-async def _register(state: ServiceState, router: Any) -> None:
+async def _register(state: ServiceState, router: HybridRouter) -> None:
     """Register ``router``'s version in the log (on the committer thread).
 
     Raises

@@ -25,19 +25,32 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._redact import scrub_text
+from ..contracts import Decision
 
-__all__ = ["GroupCommitter", "LogUnavailable"]
+if TYPE_CHECKING:
+    from ..records import LoggedDecision
+
+__all__ = ["GroupCommitter", "GroupLog", "LogUnavailable"]
 
 logger = logging.getLogger(__name__)
 
 #: Most decisions in one transaction (a larger group is split).
 MAX_GROUP = 5000
 
-Entry = tuple[Any, str | None, str]  # (decision, request id, role)
+Entry = tuple[Decision, str | None, str]  # (decision, request id, role)
 Key = tuple[str, str, str]
+
+
+class GroupLog(Protocol):
+    """What the committer needs of a decision log (``DecisionLog`` and the PostgreSQL
+    log are ones): :meth:`~hybridroute.records.DecisionLog.log_groups`."""
+
+    def log_groups(
+        self, groups: Sequence[Sequence[Entry]]
+    ) -> Sequence[list[LoggedDecision] | Exception]: ...
 
 
 def _keys(entries: Sequence[Entry]) -> set[Key]:
@@ -62,7 +75,7 @@ class _Request:
     __slots__ = ("future", "groups", "keys", "size")
 
     def __init__(
-        self, groups: list[list[Entry]], future: asyncio.Future[list[Any]], keys: set[Key]
+        self, groups: list[list[Entry]], future: asyncio.Future[Sequence[Any]], keys: set[Key]
     ) -> None:
         self.groups = groups
         self.future = future
@@ -79,7 +92,7 @@ class GroupCommitter:
 
     Parameters
     ----------
-    log : object
+    log : GroupLog
         A decision log with ``log_groups(groups)`` (see
         :func:`hybridroute.records.open_log`).
     window_s : float
@@ -90,7 +103,7 @@ class GroupCommitter:
 
     def __init__(
         self,
-        log: Any,
+        log: GroupLog,
         window_s: float,
         on_commit: Callable[[int, float], None] | None = None,
     ) -> None:
@@ -133,7 +146,7 @@ class GroupCommitter:
             return []
         self._ensure_running()
         assert self._loop is not None and self._wake is not None
-        future: asyncio.Future[list[Any]] = self._loop.create_future()
+        future: asyncio.Future[Sequence[Any]] = self._loop.create_future()
         keys = _keys(entries)
         alone = not atomic and len(keys) == sum(rid is not None for _, rid, _ in entries)
         groups = [[e] for e in entries] if alone else [list(entries)]

@@ -5,9 +5,10 @@ is refused before a byte is read, and so is a chunked body once it passes it), d
 strict UTF-8 and parsed by :func:`hybridroute._safeio.parse_json` -- duplicate keys, JSON
 nested deeper than 64 levels, huge integers and ``NaN`` are refused as the command line
 refuses them. An item's shape (its keys, the type of ``text`` and ``request_id``) is
-checked here; its facts, text and evidence by the router itself
-(:meth:`~hybridroute.router.HybridRouter.route_many`), so the service accepts exactly
-what the library accepts.
+checked here and the item becomes a :class:`~hybridroute.contracts.RouteRequest`; its
+facts, text and evidence are checked by the router itself
+(:meth:`~hybridroute.router.HybridRouter.check`), so the service accepts exactly what
+the library accepts.
 
 Every refusal is a :class:`RequestProblem`: an HTTP status, an error code, the field it
 names (``facts.amount``, ``items[2].text``) and the library's own message, scrubbed of
@@ -22,6 +23,7 @@ from typing import Any
 from .._csv import json_kind
 from .._redact import scrub_text
 from .._safeio import check_text, parse_json
+from ..contracts import MAX_REQUEST_ID_CHARS, RouteRequest
 from ..exceptions import FactsError, InputError, UserInputError
 
 __all__ = [
@@ -37,8 +39,6 @@ __all__ = [
 
 #: The keys of one item (``POST /v1/route`` body, or an element of a batch's ``items``).
 ITEM_KEYS = ("evidence", "facts", "request_id", "text")
-#: Longest request id, in characters (as the command line's ``--id``).
-MAX_REQUEST_ID_CHARS = 256
 #: Longest field name and message echoed in an error answer, in characters (a field names
 #: what the client sent -- an unknown key may be a megabyte long).
 MAX_FIELD_CHARS = 200
@@ -181,12 +181,13 @@ def check_request_id(value: Any, field: str) -> str:
     return value
 
 
-def check_item(doc: Any, prefix: str = "") -> tuple[dict[str, Any], str | None]:
-    """``(route item, request id)`` of one item, its shape checked.
+def check_item(doc: Any, prefix: str = "") -> RouteRequest:
+    """The :class:`~hybridroute.contracts.RouteRequest` of one item, its shape checked.
 
     ``prefix`` locates the item in its request (``"items[3]."`` in a batch): it leads the
-    field named and the message. The facts, text and evidence are checked by the router
-    when it routes (see :func:`route_problem`).
+    field named and the message. Facts or evidence that are not JSON objects are refused
+    here; what they hold, and the text, are checked by the router (see
+    :func:`route_problem`).
     """
     where = prefix.rstrip(".") or None
     lead = f"{where}: " if where else ""
@@ -210,11 +211,19 @@ def check_item(doc: Any, prefix: str = "") -> tuple[dict[str, Any], str | None]:
             request_id = check_request_id(doc["request_id"], prefix + "request_id")
         except RequestProblem as exc:
             raise invalid(lead + exc.message, exc.field) from None
-    item = {"facts": doc.get("facts"), "text": text, "evidence": doc.get("evidence")}
-    return item, request_id
+    facts = doc.get("facts")
+    try:
+        return RouteRequest(
+            text=text,
+            facts={} if facts is None else facts,
+            evidence=doc.get("evidence"),
+            request_id=request_id,
+        )
+    except UserInputError as exc:  # facts or evidence that are not objects
+        raise route_problem(exc, prefix, frozenset()) from None
 
 
-def check_batch(doc: Mapping[str, Any], max_batch: int) -> list[tuple[dict[str, Any], str | None]]:
+def check_batch(doc: Mapping[str, Any], max_batch: int) -> list[RouteRequest]:
     """The items of a batch body, each checked, all or nothing (the first problem refuses
     the batch); a request id repeated within the batch is refused."""
     unknown = sorted(set(doc) - {"items"})
@@ -234,15 +243,16 @@ def check_batch(doc: Mapping[str, Any], max_batch: int) -> list[tuple[dict[str, 
     out = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(items):
-        item, request_id = check_item(raw, f"items[{i}].")
-        if request_id is not None:
-            first = seen.setdefault(request_id, i)
+        request = check_item(raw, f"items[{i}].")
+        if request.request_id is not None:
+            first = seen.setdefault(request.request_id, i)
             if first != i:
                 raise invalid(
-                    f"items[{i}]: duplicate request_id {request_id!r} (first at items[{first}])",
+                    f"items[{i}]: duplicate request_id {request.request_id!r} (first at "
+                    f"items[{first}])",
                     f"items[{i}].request_id",
                 )
-        out.append((item, request_id))
+        out.append(request)
     return out
 
 

@@ -33,12 +33,15 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from .._fallback import fallback_cause
+
+if TYPE_CHECKING:
+    from ._routers import LoadedRouter
 
 __all__ = ["CONTENT_TYPE", "OTHER_SEGMENT", "ServiceMetrics", "segment_value"]
 
@@ -264,7 +267,7 @@ class ServiceMetrics:
                     )
                     self.segments.labels(self._segment(segment), outcome).inc()
 
-    def set_routers(self, routers: Iterable[Any]) -> None:
+    def set_routers(self, routers: Iterable[LoadedRouter]) -> None:
         """Show exactly ``routers`` (LoadedRouter values) in ``hybridroute_routers``."""
         self.routers.clear()
         for loaded in routers:

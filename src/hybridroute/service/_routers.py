@@ -14,9 +14,13 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._integrity import file_sha256
+
+if TYPE_CHECKING:
+    from ..calibration import Policy
+    from ..router import HybridRouter
 
 __all__ = ["LoadedRouter", "RouterSet", "Routers", "load_bundle", "policy_summary"]
 
@@ -24,7 +28,7 @@ LIVE = "live"
 SHADOW = "shadow"
 
 
-def policy_summary(policy: Any) -> dict[str, Any]:
+def policy_summary(policy: Policy) -> dict[str, Any]:
     """The provenance summary of a fitted policy (what ``GET /v1/routers`` shows).
 
     Plain JSON values only: whether the target is certified, the target and its
@@ -72,7 +76,7 @@ class LoadedRouter:
         :func:`policy_summary` of its policy.
     """
 
-    router: Any
+    router: HybridRouter
     path: str
     role: str
     manifest_sha256: str

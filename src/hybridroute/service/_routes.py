@@ -1,8 +1,9 @@
 """The API endpoints: routing, health, the routers held, shadows and metrics.
 
 Bodies are read by hand (not by FastAPI's model binding) so that every refusal is the
-command line's: :mod:`hybridroute.service._input` reads under the byte limit and parses
-strict JSON, the router checks the facts, and each problem becomes a 4xx JSON error
+command line's: :mod:`hybridroute.service._input` reads under the byte limit, parses
+strict JSON and makes each item a :class:`~hybridroute.contracts.RouteRequest`, the
+router checks its facts, text and evidence, and each problem becomes a 4xx JSON error
 naming its field. Every answer that carries a decision is sent only after the decision
 is committed to the log.
 """
@@ -87,10 +88,10 @@ async def route(request: Request) -> Response:
     """Route one item: ``{"text", "facts", "request_id"?, "evidence"?}``."""
     state = state_of(request)
     doc = await read_json(request, state.config.max_body_bytes)
-    item, request_id = check_item(doc)
+    item = check_item(doc)
     routers = state.routers.current  # this request routes and shadows with these
     decisions = await state.route(routers.live, [item], batch=False)
-    answers, job = await state.log_live(routers, [item], decisions, [request_id])
+    answers, job = await state.log_live(routers, [item], decisions)
     return await _answer(answers[0], state, job)
 
 
@@ -99,14 +100,12 @@ async def route_batch(request: Request) -> Response:
     """Route ``{"items": [...]}``: all items or none, answered in order."""
     state = state_of(request)
     doc = await read_json(request, state.config.max_body_bytes)
-    checked = check_batch(doc, state.config.max_batch)
-    items = [item for item, _ in checked]
-    request_ids = [rid for _, rid in checked]
+    requests = check_batch(doc, state.config.max_batch)
     routers = state.routers.current
-    if not items:
+    if not requests:
         return JSONResponse({"results": []})
-    decisions = await state.route(routers.live, items, batch=True)
-    answers, job = await state.log_live(routers, items, decisions, request_ids, batch=True)
+    decisions = await state.route(routers.live, requests, batch=True)
+    answers, job = await state.log_live(routers, requests, decisions, batch=True)
     return await _answer({"results": answers}, state, job, items=len(answers))
 
 

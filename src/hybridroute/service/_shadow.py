@@ -17,14 +17,18 @@ import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._redact import scrub_text
+from ..contracts import Decision, RouteRequest
 from ..exceptions import UserInputError
 from ._commit import GroupCommitter, LogUnavailable
 from ._metrics import ServiceMetrics
 from ._routers import LoadedRouter, Routers
 from ._window import RecentWindow
+
+if TYPE_CHECKING:
+    from ..router import CheckedRequest, HybridRouter
 
 __all__ = ["ShadowJob", "ShadowRunner"]
 
@@ -42,8 +46,9 @@ class ShadowJob:
     ----------
     routers : Routers
         The router set the request was answered with (its shadows route the job).
-    items : sequence of dict
-        The route items (facts, text, evidence), as the live router got them.
+    items : sequence of RouteRequest
+        The requests, as the live router got them (each shadow checks them itself: its
+        rules, schema and limits may differ).
     request_ids : sequence of str
         Per item: its request id, or the live decision's id when it had none.
     live : sequence of mapping
@@ -51,7 +56,7 @@ class ShadowJob:
     """
 
     routers: Routers
-    items: Sequence[Mapping[str, Any]]
+    items: Sequence[RouteRequest]
     request_ids: Sequence[str]
     live: Sequence[Mapping[str, Any]]
 
@@ -166,17 +171,30 @@ class ShadowRunner:
         self._window.add_comparisons(shadow.version, job.live, records)
 
 
-def _route_all(shadow: LoadedRouter, items: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """The shadow's decisions; an item its schema refuses is ``None`` (the others route)."""
+def _route_all(shadow: LoadedRouter, items: Sequence[RouteRequest]) -> list[Decision | None]:
+    """The shadow's decisions; an item it refuses is ``None`` (the others route).
+
+    Each item is checked once by the shadow; the checked ones are routed as one batch.
+    """
     router = shadow.router
-    try:
-        return list(router.route_many(items))
-    except UserInputError:
-        pass
-    out: list[Any] = []
+    checked: list[CheckedRequest | None] = []
     for item in items:
         try:
-            out.append(router.route_many([item])[0])
+            checked.append(router.check(item))
         except UserInputError:
-            out.append(None)
-    return out
+            checked.append(None)
+    good = [c for c in checked if c is not None]
+    decided: list[Decision | None]
+    try:
+        decided = list(router.route_many(good))
+    except UserInputError:  # refused in routing (e.g. an evidence source its policy lacks)
+        decided = [_route_one(router, c) for c in good]
+    rest = iter(decided)
+    return [None if c is None else next(rest) for c in checked]
+
+
+def _route_one(router: HybridRouter, checked: CheckedRequest) -> Decision | None:
+    try:
+        return router.route_many([checked])[0]
+    except UserInputError:
+        return None

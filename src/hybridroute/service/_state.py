@@ -1,9 +1,10 @@
 """What one app holds while it runs: its routers, log, committer, shadows and counts.
 
 Routing is CPU work (rules, a TF-IDF transform, a logistic regression): it runs on a
-small thread pool of its own, never on the event loop. Items are routed with the
-library's own batch path (:meth:`HybridRouter.route_many`), so the service accepts
-exactly what the library accepts, and refuses what it refuses with its words.
+small thread pool of its own, never on the event loop. Each item is checked once by the
+library (:meth:`HybridRouter.check`) and the checked values are routed with its batch path
+(:meth:`HybridRouter.route_many`), so the service accepts exactly what the library
+accepts, and refuses what it refuses with its words.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._redact import scrub_text
+from ..contracts import Decision, RouteRequest
 from ..exceptions import RequestIdConflictError, UserInputError
 from ..records._url import display_url
 from ._commit import GroupCommitter, LogUnavailable
@@ -27,6 +29,11 @@ from ._monitor import MonitorCache
 from ._routers import LoadedRouter, Routers, RouterSet
 from ._shadow import ShadowJob, ShadowRunner
 from ._window import RecentWindow
+
+if TYPE_CHECKING:
+    from ..records import AuditSampler
+    from ..records._logbase import LogBase
+    from ..router import HybridRouter
 
 __all__ = ["ServiceState"]
 
@@ -58,7 +65,7 @@ class ServiceState:
         config: ServiceConfig,
         routers: RouterSet,
         admin_token: str | None,
-        audit: Any = None,
+        audit: AuditSampler | None = None,
     ) -> None:
         self.config = config
         self.routers = routers
@@ -72,7 +79,7 @@ class ServiceState:
         self.metrics.set_routers(routers.current.all())
         self.log_shown = display_url(config.log)
         self.started_at = time.time()
-        self.log: Any = None
+        self.log: LogBase | None = None
         self.committer: GroupCommitter | None = None
         self.shadows: ShadowRunner | None = None
         self.monitor = MonitorCache()
@@ -117,9 +124,9 @@ class ServiceState:
 
     # ------------------------------------------------------------------ routing
     async def route(
-        self, loaded: LoadedRouter, items: Sequence[dict[str, Any]], batch: bool
-    ) -> list[Any]:
-        """Route ``items`` with ``loaded`` (off the event loop), all or nothing.
+        self, loaded: LoadedRouter, requests: Sequence[RouteRequest], batch: bool
+    ) -> list[Decision]:
+        """Route ``requests`` with ``loaded`` (off the event loop), all or nothing.
 
         Raises
         ------
@@ -131,34 +138,32 @@ class ServiceState:
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
         try:
-            if len(items) == 1 and loaded.inline:
+            if len(requests) == 1 and loaded.inline:
                 # a thread hop costs more than the routing itself here (and, under load,
                 # a wait for the GIL); the loop is held a fraction of a millisecond
-                decisions = loaded.router.route_many(items)
+                decisions = _check_and_route(loaded.router, requests)
             else:
-                decisions = await loop.run_in_executor(executor, loaded.router.route_many, items)
-        except UserInputError as exc:
-            if not batch:
-                raise route_problem(exc, "", self.sensitive) from None
-            index = await loop.run_in_executor(executor, _first_bad, loaded.router, items)
-            raise route_problem(
-                exc if index is None else index[1],
-                "" if index is None else f"items[{index[0]}].",
-                self.sensitive,
-            ) from None
+                decisions = await loop.run_in_executor(
+                    executor, _check_and_route, loaded.router, requests
+                )
+        except _Refused as refused:
+            prefix = f"items[{refused.index}]." if batch else ""
+            raise route_problem(refused.error, prefix, self.sensitive) from None
+        except UserInputError as exc:  # refused in routing, by no one item's check
+            raise route_problem(exc, "", self.sensitive) from None
         self.metrics.route_seconds.labels("live").observe(time.perf_counter() - start)
-        return list(decisions)
+        return decisions
 
     async def log_live(
         self,
         routers: Routers,
-        items: Sequence[dict[str, Any]],
-        decisions: Sequence[Any],
-        request_ids: Sequence[str | None],
+        requests: Sequence[RouteRequest],
+        decisions: Sequence[Decision],
         *,
         batch: bool = False,
     ) -> tuple[list[dict[str, Any]], ShadowJob | None]:
-        """Log the live decisions (committed before this returns) and count them.
+        """Log the live decisions (committed before this returns) and count them, under
+        the requests' request ids.
 
         Returns the answers (``{"decision_id", "duplicate", "decision"}`` each, in order)
         and the job the shadows should route once the answer is sent (``None`` without
@@ -172,6 +177,7 @@ class ServiceState:
             this request is written; ``batch``: the field names ``items[i].request_id``).
         """
         committer, _ = self._running()
+        request_ids = [r.request_id for r in requests]
         entries = [(d, rid, "live") for d, rid in zip(decisions, request_ids, strict=True)]
         try:
             logged = await committer.submit(entries)
@@ -196,7 +202,7 @@ class ServiceState:
             if keep:
                 job = ShadowJob(
                     routers=routers,
-                    items=[items[i] for i in keep],
+                    items=[requests[i] for i in keep],
                     request_ids=[request_ids[i] or logged[i].decision_id for i in keep],
                     live=[logged[i].record for i in keep],
                 )
@@ -251,8 +257,11 @@ class ServiceState:
         from ..records import OutcomeError
 
         committer, _ = self._running()
+        log = self.log
+        if log is None:  # closed by a shutdown this request raced with
+            raise RequestProblem(503, "unavailable", "the decision log is not open")
         try:
-            return await committer.call(self.log.add_outcomes, outcomes)
+            return await committer.call(log.add_outcomes, outcomes)
         except OutcomeError:
             raise
         except UserInputError as exc:  # the log refused the write (ArtifactError)
@@ -311,18 +320,23 @@ def _conflict(exc: RequestIdConflictError, batch: bool) -> RequestProblem:
     )
 
 
-def _first_bad(
-    router: Any, items: Sequence[Mapping[str, Any]]
-) -> tuple[int, UserInputError] | None:
-    """The first item the router refuses, and its error (``None``: none alone is refused).
+class _Refused(Exception):
+    """The item of a request that the router's check refused: its position and error."""
 
-    Each item is only checked, not routed: the router's own preparation (facts against the
-    schema, rules that cannot be evaluated, text, evidence), as ``hybridroute route``
-    checks a batch line.
-    """
-    for i, item in enumerate(items):
+    def __init__(self, index: int, error: UserInputError) -> None:
+        super().__init__(index, error)
+        self.index = index
+        self.error = error
+
+
+def _check_and_route(router: HybridRouter, requests: Sequence[RouteRequest]) -> list[Decision]:
+    """Check every request (facts against the schema, rules that cannot be evaluated, text,
+    evidence), then route the checked values: each item is checked once, and the first
+    one refused is named (:class:`_Refused`) before anything is classified."""
+    checked = []
+    for i, request in enumerate(requests):
         try:
-            router._prepare(item)
+            checked.append(router.check(request))
         except UserInputError as exc:
-            return i, exc
-    return None
+            raise _Refused(i, exc) from None
+    return router.route_many(checked)

@@ -1,16 +1,17 @@
 """Replay a decision log on Spark: re-route the logged input snapshots, count what changes.
 
-The log's records are read as raw JSON strings (from a JSONL export, the rows of the
-SQLite log, or the rows of a PostgreSQL log read through :func:`hybridroute.records.open_log`) and only the fields replay needs are pulled out with ``get_json_object``, so
-no record schema has to be inferred. Mismatches are aggregated in Spark with the
-definitions of :func:`hybridroute.records.replay` (``rescore=True``: the pyfunc model
-scores the text again).
+The log's records are read as raw JSON strings -- from a JSONL export (by Spark, on any
+file system it reads), or from the rows of a SQLite or PostgreSQL log (on the driver,
+through the records package's read-only reader: the log's tables are the records
+package's business) -- and only the fields replay needs are pulled out with
+``get_json_object``, so no record schema has to be inferred. Mismatches are aggregated in
+Spark with the definitions of :func:`hybridroute.records.replay` (``rescore=True``: the
+pyfunc model scores the text again).
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from ..exceptions import ArtifactError
 __all__ = ["read_decision_log", "replay_records"]
 
 _RECORD_SCHEMA = "position long, seq long, item_id string, record string"
+# Log URLs read through the records package (a bare path is sniffed for SQLite's header).
+_DATABASE_URLS = ("sqlite:", "postgresql:", "postgres:")
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -28,42 +31,12 @@ def _is_sqlite(path: Path) -> bool:
         return fh.read(16) == b"SQLite format 3\x00"
 
 
-def _sqlite_rows(path: Path) -> list[tuple[int, int, str | None, str]]:
-    from ..records import SCHEMA_VERSION
+def _database_rows(target: str | os.PathLike[str]) -> list[tuple[int, int, str | None, str]]:
+    """The rows of a log in a database (a SQLite file, a log URL), numbered in log order,
+    read through the records API: never created, migrated or written."""
+    from ..records._url import read_log_rows
 
-    where = str(path)
-    # Plain reads only; never DecisionLog(), which would create tables in a wrong file (or
-    # migrate an old log: schema versions 1 and 2 read alike here).
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        try:
-            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            rows = conn.execute(
-                "SELECT seq, item_id, record FROM decisions ORDER BY seq"
-            ).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise ArtifactError(f"not a readable decision log ({exc})", path=where) from None
-    finally:
-        conn.close()
-    if version is None or int(version[0]) > SCHEMA_VERSION:
-        raise ArtifactError(
-            f"decision log schema version {None if version is None else version[0]} "
-            f"is not one this hybridroute reads ({SCHEMA_VERSION})",
-            path=where,
-        )
-    return [(pos, int(seq), item, rec) for pos, (seq, item, rec) in enumerate(rows)]
-
-
-def _url_rows(url: str) -> list[tuple[int, int, str | None, str]]:
-    """The rows of a log behind a database URL, through the records API (never created)."""
-    from ..records import open_log
-    from ..records._logbase import dumps_record
-
-    with open_log(url, create=False) as log:
-        return [
-            (pos, int(row["seq"]), row["item_id"], dumps_record(row["record"]))
-            for pos, row in enumerate(log.rows())
-        ]
+    return [(pos, seq, item, rec) for pos, (seq, item, rec) in enumerate(read_log_rows(target))]
 
 
 def read_decision_log(spark: Any, path: str | os.PathLike[str]) -> Any:
@@ -74,9 +47,10 @@ def read_decision_log(spark: Any, path: str | os.PathLike[str]) -> Any:
     spark : SparkSession
     path : path or URI
         A SQLite decision log (read on the driver: a SQLite file lives on one machine),
-        its ``sqlite:///PATH`` URL, a ``postgresql://`` log URL (read on the driver through the records API), or a
-        JSONL export (:meth:`DecisionLog.to_jsonl`) -- a file or a directory of
-        part files, on any file system Spark reads (HDFS, S3, a shared mount).
+        its ``sqlite:///PATH`` URL, a ``postgresql://`` log URL (read on the driver), or
+        a JSONL export (:meth:`DecisionLog.to_jsonl`) -- a file or a directory of part
+        files, on any file system Spark reads (HDFS, S3, a shared mount). A log is read
+        through the records package, never created, migrated or written.
 
     Returns
     -------
@@ -87,16 +61,9 @@ def read_decision_log(spark: Any, path: str | os.PathLike[str]) -> Any:
     from pyspark.sql import functions as F
 
     text = os.fspath(path)
-    if isinstance(text, str) and text.split(":", 1)[0].lower() in ("postgresql", "postgres"):
-        return spark.createDataFrame(_url_rows(text), schema=_RECORD_SCHEMA)
-    if isinstance(text, str) and text.lower().startswith("sqlite:"):
-        from ..records._url import sqlite_path
-
-        text = sqlite_path(text)
+    if str(text).lower().startswith(_DATABASE_URLS) or _is_sqlite(Path(text)):
+        return spark.createDataFrame(_database_rows(text), schema=_RECORD_SCHEMA)
     local = Path(text)
-    if _is_sqlite(local):
-        rows = _sqlite_rows(local)
-        return spark.createDataFrame(rows, schema=_RECORD_SCHEMA)
     if "://" not in str(path) and not local.exists():
         raise ArtifactError("no such decision log", path=str(path))
     lines = spark.read.text(str(path)).where(F.trim(F.col("value")) != "")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._evaluate import SparkEvaluation, evaluate_scored, with_outcomes
 from ._frames import dataset_items, prepare_items
 from ._model import log_router, router_udf
 from ._replay import read_decision_log, replay_records
+
+if TYPE_CHECKING:
+    from ..router import HybridRouter
 
 __all__ = ["SparkRouter"]
 
@@ -48,7 +51,7 @@ class SparkRouter:
         self.model_uri = model_uri
         self.tracking_uri = tracking_uri
         self.env_manager = env_manager
-        self._router: Any = None
+        self._router: HybridRouter | None = None
         self._udf: Any = None
 
     @classmethod
@@ -97,7 +100,7 @@ class SparkRouter:
 
     # ------------------------------------------------------------------ parts
     @property
-    def router(self) -> Any:
+    def router(self) -> HybridRouter:
         """The :class:`~hybridroute.router.HybridRouter` inside the model, loaded on the driver."""
         if self._router is None:
             from ..tracking import load_router_model

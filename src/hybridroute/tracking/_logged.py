@@ -14,9 +14,12 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._scope import QUIET, mlflow_scope
+
+if TYPE_CHECKING:
+    from ..router import HybridRouter
 
 __all__ = ["LoggedRouter", "load_router_model", "log_router_run", "router_spark_udf"]
 
@@ -86,7 +89,7 @@ def log_router_run(
     return LoggedRouter(model_uri=info.model_uri, tracking_uri=tracking_uri, run_id=run_id)
 
 
-def load_router_model(model_uri: str, *, tracking_uri: str | None = None) -> Any:
+def load_router_model(model_uri: str, *, tracking_uri: str | None = None) -> HybridRouter:
     """The :class:`~hybridroute.router.HybridRouter` inside a logged router model.
 
     Parameters

@@ -15,13 +15,16 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mlflow.pyfunc
 import pandas as pd
 from mlflow.pyfunc import PythonModel, PythonModelContext
 
 from .._version import __version__
+
+if TYPE_CHECKING:
+    from ..router import HybridRouter
 
 __all__ = [
     "OUTPUT_COLUMNS",
@@ -158,7 +161,7 @@ class RouterModel(PythonModel):
         )
 
 
-def router_signature(router: Any) -> Any:
+def router_signature(router: HybridRouter) -> Any:
     """The model signature of a logged router: what :meth:`RouterModel.predict` takes.
 
     Every input column is optional and of MLflow's ``any`` type, so the signature accepts
@@ -197,7 +200,9 @@ def log_router_model(bundle_dir: str | os.PathLike[str], *, name: str = "router"
     return _log_router_model(bundle_dir, load_router(bundle_dir), name=name)
 
 
-def _log_router_model(bundle_dir: str | os.PathLike[str], router: Any, *, name: str) -> Any:
+def _log_router_model(
+    bundle_dir: str | os.PathLike[str], router: HybridRouter, *, name: str
+) -> Any:
     # "models from code": MLflow loads the model by running _router_model.py, so nothing
     # pickled travels with it. The signature is declared because MLflow cannot infer one
     # from a DataFrame hint (and warns when it has none).

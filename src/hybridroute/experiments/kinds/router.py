@@ -280,6 +280,9 @@ class RouterExperiment(ExperimentKind):
                     seed=self.spec.seed,
                     oos_label=oos_label,
                     provenance=provenance,
+                    # the classifier was trained here, on the train rows only
+                    training_fingerprint=train.fingerprint,
+                    calibration_fingerprints={"the calibration rows": calibration.fingerprint},
                     **args,
                 )
             except ValueError as exc:

@@ -80,6 +80,21 @@ class Guard:
         """Return the outcome when the guard fires, else ``None``."""
         raise NotImplementedError
 
+    def reachable_reason_codes(self) -> tuple[str, ...]:
+        """The reason codes this guard can give with its parameters (a subset of
+        ``reason_codes``, which lists every code the guard kind has): what rule coverage
+        expects a guard's tests to reach."""
+        return self.reason_codes
+
+    def probe_values(self, schema: FactSchema) -> dict[str, tuple[Any, ...]]:
+        """Where this guard's outcome can change, for ``hybridroute rules lint``'s search.
+
+        Fact name -> for a scalar fact, the constants its check compares with (the search
+        tries values on both sides of each); for a list fact, whole values to try. A guard
+        that only tests a boolean or emptiness needs none (the search tries those anyway).
+        """
+        return {}
+
     def params_dict(self) -> dict[str, Any]:
         """Every parameter with its value, as JSON (for rules files and records)."""
         return {key: _jsonable(value) for key, value in self.values.items()}

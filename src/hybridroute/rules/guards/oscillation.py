@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...contracts import FactSchema
 from ...exceptions import RuleSetError
 from ._base import Guard, Outcome, number_param
 
@@ -59,6 +60,16 @@ class OscillationGuard(Guard):
             raise RuleSetError(
                 "parameter 'max_cycle' must be at least 'min_cycle'", rule_id=rule_id
             )
+
+    def probe_values(self, schema: FactSchema) -> dict[str, tuple[Any, ...]]:
+        spec = schema[self.values["history_fact"]]
+        names = (
+            tuple(spec.enum[:2]) if spec.enum is not None and len(spec.enum) >= 2 else ("a", "b")
+        )
+        length = max(self.values["min_cycle"], 2 if len(names) >= 2 else 1)
+        cycle = tuple(names[i % len(names)] for i in range(length))
+        repeats = self.values["max_repeats"]
+        return {spec.name: ((), cycle * repeats, cycle * (repeats + 1))}
 
     def check(self, facts: Mapping[str, Any]) -> Outcome | None:
         history = facts.get(self.values["history_fact"])

@@ -109,6 +109,27 @@ class RiskGuard(Guard):
                     rule_id=self.rule_id,
                 )
 
+    def reachable_reason_codes(self) -> tuple[str, ...]:
+        out = []
+        if self.values["amount_limit"] is not None:
+            out.append("high_risk_amount")
+        if self.values["sensitive_actions"]:
+            out.append("sensitive_action")
+        return tuple(out)
+
+    def probe_values(self, schema: FactSchema) -> dict[str, tuple[Any, ...]]:
+        out: dict[str, tuple[Any, ...]] = {}
+        limit = self.values["amount_limit"]
+        if limit is not None:
+            out[self.values["amount_fact"]] = (limit, -limit)
+        actions = sorted(self.values["sensitive_actions"])
+        if actions:
+            # each action as declared, and a spelling that is only equal once normalised
+            out[self.values["action_fact"]] = tuple(actions) + tuple(
+                a.upper().replace("_", "-") for a in actions
+            )
+        return out
+
     def check(self, facts: Mapping[str, Any]) -> Outcome | None:
         limit = self.values["amount_limit"]
         if limit is not None:

@@ -31,6 +31,9 @@ class StepBudgetGuard(Guard):
                 rule_id=self.rule_id,
             )
 
+    def probe_values(self, schema: FactSchema) -> dict[str, tuple[Any, ...]]:
+        return {self.values["step_fact"]: (self.values["max_steps"],)}
+
     def check(self, facts: Mapping[str, Any]) -> Outcome | None:
         step = facts.get(self.values["step_fact"])
         limit = self.values["max_steps"]

@@ -45,6 +45,19 @@ class ToolErrorGuard(Guard):
                     rule_id=self.rule_id,
                 )
 
+    def reachable_reason_codes(self) -> tuple[str, ...]:
+        if not self.values["retryable_kinds"]:
+            return ("tool_error_fatal",)
+        if self.values["retry_budget"] == 0:  # attempts < 0 never holds: no retry
+            return ("retry_budget_exhausted", "tool_error_fatal")
+        return self.reason_codes
+
+    def probe_values(self, schema: FactSchema) -> dict[str, tuple[Any, ...]]:
+        return {
+            self.values["kind_fact"]: tuple(sorted(self.values["retryable_kinds"])),
+            self.values["attempts_fact"]: (self.values["retry_budget"],),
+        }
+
     def check(self, facts: Mapping[str, Any]) -> Outcome | None:
         kind = facts.get(self.values["kind_fact"])
         if kind is None:
