@@ -6,6 +6,7 @@
                             # two pytest-xdist workers on a 2+ core machine, see _workers)
     python3 dev.py slow     # the long statistical checks (``pytest -m slow``)
     python3 dev.py bench    # the benchmark scripts
+    python3 dev.py docs     # build the documentation site strictly, serve it on 127.0.0.1
     python3 dev.py hr ARGS  # any ``hybridroute`` command inside the environment
 
 Where each job runs, from whichever directory you call it (``python3 path/to/dev.py ...``):
@@ -40,13 +41,16 @@ STAMP = VENV / ".hybridroute-stamp"
 # Always installed: the test tools, the benchmark-only dependency and the two light
 # extras of the routing service (service: fastapi, uvicorn, prometheus-client; postgres:
 # psycopg). The heavy extras (embeddings: torch + sentence-transformers; spark: pyspark,
-# needs Java 17) are added with HYBRIDROUTE_EXTRAS=embeddings,spark; their tests run only
-# when they are installed.
+# needs Java 17; llm-local: llama-cpp-python, built from source once, and a 98 MB model) are
+# added with HYBRIDROUTE_EXTRAS=embeddings,spark,llm-local; their tests run only when they
+# are installed (HYBRIDROUTE_REQUIRE_LLM=1 makes the real-model tests required, as CI does).
 BASE_EXTRAS = ("dev", "bench", "service", "postgres")
 
 
 def _extras() -> str:
     more = [e.strip() for e in os.environ.get("HYBRIDROUTE_EXTRAS", "").split(",") if e.strip()]
+    if (BIN / "mkdocs").exists():  # `dev.py docs` installed the docs extra: keep it current
+        more.append("docs")
     return ",".join(dict.fromkeys([*BASE_EXTRAS, *more]))
 
 
@@ -132,6 +136,7 @@ def plan(job: str, rest: list[str]) -> tuple[list[object], Path | None] | None:
         "demo": ([hybridroute, "demo", *rest], None),
         "bench": ([PY, "-m", "benchmarks", *rest], None),
         "hr": ([hybridroute, *rest], None),
+        "docs": ([PY, ROOT / "docs" / "_tools" / "serve.py", *rest], ROOT),
     }
     return jobs.get(job)
 
@@ -145,6 +150,8 @@ def main(argv: list[str]) -> int:
     if planned is None:
         print(f"unknown job {job!r}\n{__doc__}", file=sys.stderr)
         return 2
+    if job == "docs":  # the docs extra (MkDocs, Material, mkdocstrings) for this job
+        os.environ["HYBRIDROUTE_EXTRAS"] = os.environ.get("HYBRIDROUTE_EXTRAS", "") + ",docs"
     ensure_env()
     cmd, cwd = planned
     return _run(cmd, cwd=cwd, env=_env(job))

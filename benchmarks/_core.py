@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import statistics
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,21 @@ class Row:
     ratio: float | None = None
     notes: str = ""
     status: str = "ok"  # ok | skipped | failed | not run | n/a
+    #: The goal on ``ratio`` (issue 27: every goal is a ratio measured in one run).
+    goal: float | None = None
+    #: ``">="``: the ratio must reach the goal; ``"<="``: it must stay at or under it.
+    goal_op: str = ">="
+    #: The ratio's relative noise in this run (half the spread of its repeats over their
+    #: median); ``None`` when the bench measured it once.
+    noise: float | None = None
+    #: Set by :func:`check_goals`: ``meets`` | ``within noise`` | ``FAIL`` | ``not checked``.
+    verdict: str = ""
 
     def __post_init__(self) -> None:
         if self.ratio is None and is_num(self.value) and is_num(self.baseline) and self.baseline:
             self.ratio = float(self.value) / float(self.baseline)  # type: ignore[arg-type]
+        if self.goal_op not in (">=", "<="):
+            raise ValueError(f"goal_op must be '>=' or '<=', got {self.goal_op!r}")
 
 
 def is_num(x: Any) -> bool:
@@ -129,3 +141,72 @@ def find_data_dir(explicit: str | None = None) -> Path | None:
         if c and (Path(c) / "banking77").is_dir():
             return Path(c)
     return None
+
+
+# --------------------------------------------------------------------------- goals
+
+#: The least relative noise a goal check allows: two runs of the same code on this
+#: machine differ by a few percent even when the repeats of one run agree.
+NOISE_FLOOR = 0.05
+
+
+def spread(ratios: Sequence[float]) -> float | None:
+    """Relative noise of repeated ratios: half their range over their median."""
+    values = [float(r) for r in ratios if is_num(r)]
+    if len(values) < 2:
+        return None
+    mid = statistics.median(values)
+    return (max(values) - min(values)) / (2 * mid) if mid else None
+
+
+def fmt_goal(row: Row) -> str:
+    """The goal as its row prints it (``>= 2.00x``), with the verdict's mark."""
+    if row.goal is None:
+        return ""
+    mark = {"meets": " ok", "within noise": " ~", "FAIL": " FAIL", "not checked": " (quick)"}
+    return f"{row.goal_op} {row.goal:g}x{mark.get(row.verdict, '')}"
+
+
+def check_goals(
+    rows: Sequence[Row], committed: Mapping[str, Any] | None = None, *, enforce: bool = True
+) -> list[str]:
+    """Set each goal row's :attr:`Row.verdict`; return one message per failed goal.
+
+    A row fails when its ratio misses the goal by more than the noise: the largest of its
+    own noise in this run, the same row's noise in ``committed`` (the committed run,
+    ``--json`` output) and :data:`NOISE_FLOOR`. The message names the row, the ratio, the
+    goal, the noise allowed and the committed run's ratio. Rows of a run whose goals are
+    not enforced (``--quick`` sizes are too small to measure) get ``not checked``.
+    """
+    old_rows = {
+        r.get("key"): r for r in (committed or {}).get("rows", []) if isinstance(r, Mapping)
+    }
+    failures: list[str] = []
+    for row in rows:
+        if row.goal is None:
+            continue
+        if row.status != "ok" or not is_num(row.ratio):
+            row.verdict = "FAIL" if enforce else "not checked"
+            if enforce:
+                failures.append(f"{row.key}: no figure ({row.status}) for its goal {fmt_goal(row)}")
+            continue
+        if not enforce:
+            row.verdict = "not checked"
+            continue
+        old = old_rows.get(row.key) or {}
+        noises = [n for n in (row.noise, old.get("noise")) if is_num(n)]
+        noise = max([NOISE_FLOOR, *noises])
+        ratio, goal = float(row.ratio or 0.0), float(row.goal)
+        if row.goal_op == ">=":
+            meets, fails = ratio >= goal, ratio < goal * (1 - noise)
+        else:
+            meets, fails = ratio <= goal, ratio > goal * (1 + noise)
+        row.verdict = "meets" if meets else ("FAIL" if fails else "within noise")
+        if fails:
+            was = old.get("ratio")
+            before = f"; the committed run had {was:.3f}x" if is_num(was) else ""
+            failures.append(
+                f"{row.key} ({row.measure}): ratio {ratio:.3f}x misses its goal "
+                f"{row.goal_op} {goal:g}x by more than the noise ({noise:.0%}){before}"
+            )
+    return failures

@@ -45,7 +45,9 @@ from ._core import (
     BenchResult,
     Context,
     Row,
+    check_goals,
     find_data_dir,
+    fmt_goal,
     git_info,
     is_num,
     load_average,
@@ -53,6 +55,11 @@ from ._core import (
 )
 
 SCHEMA_VERSION = 1
+#: The committed run (``--json`` on a quiet machine): the noise a goal check allows
+#: comes from it when no ``--compare`` file is given.
+COMMITTED = BENCH_DIR / "results" / "benchmarks.json"
+#: The exit status of a run in which a goal failed (a failed bench exits 1).
+GOAL_FAILED = 3
 #: The time budget of a full run on the development machine (2 cores, shared).
 BUDGET_SECONDS = 600
 
@@ -115,8 +122,10 @@ def _generic(mod: ModuleType, ctx: Context, name: str) -> BenchResult:
                 )
             ],
         )
-    rows = entry(ctx.quick, ctx.size(name))
-    return BenchResult(name, rows=[Row(**{"bench": name, **r}) for r in rows], raw=rows)
+    out = entry(ctx.quick, ctx.size(name))
+    # a list of rows, or {"rows": [...], "raw": <the bench's own result>}
+    rows, raw = (out["rows"], out.get("raw", out["rows"])) if isinstance(out, dict) else (out, out)
+    return BenchResult(name, rows=[Row(**{"bench": name, **r}) for r in rows], raw=raw)
 
 
 def run_bench(name: str, ctx: Context) -> BenchResult:
@@ -125,7 +134,8 @@ def run_bench(name: str, ctx: Context) -> BenchResult:
     print(f"[bench] {name} ...", file=sys.stderr, flush=True)
     try:
         mod = _import(name)
-        adapter = ADAPTERS.get(name)
+        # a script's own runner_entry (rows with their goals) comes before an adapter
+        adapter = None if hasattr(mod, "runner_entry") else ADAPTERS.get(name)
         result = adapter(mod, ctx) if adapter is not None else _generic(mod, ctx, name)
     except Exception as exc:  # a broken benchmark must not hide the others
         result = BenchResult(
@@ -197,10 +207,11 @@ def print_table(rows: Sequence[Row], title: str, console: Any = None) -> None:
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("vs", justify="right")
     table.add_column("ratio", justify="right", no_wrap=True)
+    table.add_column("goal", justify="right", no_wrap=True)
     table.add_column("notes", overflow="fold")
     for r in rows:
         if r.status != "ok":
-            cells = [r.bench, r.measure, r.status.upper(), "", "", r.notes]
+            cells = [r.bench, r.measure, r.status.upper(), "", "", fmt_goal(r), r.notes]
         else:
             vs = fmt_value(r.baseline, r.unit)
             if r.baseline_label and is_num(r.baseline):
@@ -211,6 +222,7 @@ def print_table(rows: Sequence[Row], title: str, console: Any = None) -> None:
                 fmt_value(r.value, r.unit),
                 vs,
                 fmt_ratio(r.ratio),
+                fmt_goal(r),
                 r.notes,
             ]
         table.add_row(*(escape(str(c)) for c in cells))  # notes hold [brackets]
@@ -345,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RESULTS.json",
         help="print the table of a saved run (compared with --compare) instead of running",
     )
+    parser.add_argument(
+        "--no-goals",
+        action="store_true",
+        help="print the goals' verdicts but exit 0 when one fails (default: exit 3)",
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and sizes")
     parser.add_argument("--seed", type=int, default=0)
     return parser
@@ -360,9 +377,35 @@ def _read_results(path: Path, option: str) -> dict[str, Any]:
     return doc
 
 
-def _show(doc: Mapping[str, Any], old: Mapping[str, Any] | None, old_path: Path | None) -> int:
+def _committed(old: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The run the goal checks take their noise from: ``--compare``'s, else the committed."""
+    if old is not None or not COMMITTED.is_file():
+        return old
+    try:
+        return _read_results(COMMITTED, "the committed run")
+    except SystemExit as exc:  # a broken committed file must not hide the run's own table
+        print(f"[bench] {exc}", file=sys.stderr)
+        return None
+
+
+def report_goals(failures: Sequence[str], console: Any) -> None:
+    """Say loudly which goals failed (one line each), or nothing when none did."""
+    from rich.markup import escape
+
+    for line in failures:
+        console.print(f"[bold red]GOAL FAILED[/bold red] {escape(line)}")
+
+
+def _show(
+    doc: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    old_path: Path | None,
+    no_goals: bool = False,
+) -> int:
     """Print the table of a saved run (and its comparison) without running anything."""
-    rows = [Row(**r) for r in doc["rows"]]
+    known = set(Row.__dataclass_fields__)
+    rows = [Row(**{k: v for k, v in r.items() if k in known}) for r in doc["rows"]]
+    failures = check_goals(rows, _committed(old), enforce=doc.get("mode") == "full")
     host = doc.get("host", {})
     title = (
         f"saved run of {doc.get('created')} ({doc.get('mode')}) -- {doc.get('wall_seconds')} s "
@@ -371,9 +414,10 @@ def _show(doc: Mapping[str, Any], old: Mapping[str, Any] | None, old_path: Path 
     )
     console = _console()
     print_table(rows, title, console)
+    report_goals(failures, console)
     if old is not None:
         print_compare(compare_rows(old, doc), str(old_path), console)
-    return 0
+    return GOAL_FAILED if failures and not no_goals else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -394,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     selected.sort(key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
     old = None if args.compare is None else _read_results(args.compare, "--compare")
     if args.show is not None:
-        return _show(_read_results(args.show, "--show"), old, args.compare)
+        return _show(_read_results(args.show, "--show"), old, args.compare, args.no_goals)
 
     data_dir = find_data_dir(args.data_dir)
     if data_dir is not None:
@@ -415,6 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_after = load_average()
 
     rows = [r for res in results for r in res.rows]
+    # goals are checked on full-size runs only: --quick sizes are too small to measure
+    failures = check_goals(rows, _committed(old), enforce=mode == "full")
     extra: dict[str, float] = {}
     for res in results:
         extra.update(res.metrics)
@@ -431,6 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for res in results:
         if res.error:
             console.print(f"[red]{res.name} failed:[/red] {escape(res.error)}")
+    report_goals(failures, console)
     if mode == "full" and wall > BUDGET_SECONDS:
         console.print(f"[yellow]over the {BUDGET_SECONDS} s budget: {wall:.0f} s[/yellow]")
     document = {
@@ -468,4 +515,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(escape(f"results written to {args.json_out}"))
     if old is not None:
         print_compare(compare_rows(old, document), str(args.compare), console)
-    return 1 if any(res.status == "failed" for res in results) else 0
+    if any(res.status == "failed" for res in results):
+        return 1
+    return GOAL_FAILED if failures and not args.no_goals else 0

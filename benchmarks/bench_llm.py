@@ -23,9 +23,11 @@ token.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import tempfile
+import time
 from typing import Any
 
 from hybridroute.classifiers import LLMClassifier, RetrySettings
@@ -86,7 +88,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         clf = _classifier(args, server.api_base, labels, retry=settings, cache_dir=cache)
         clf.classify(["warm-up text, not timed"])  # first-request setup in litellm
         server.reset_stats()
+        cpu_before = _cpu_seconds()
         first = clf.classify(texts).report
+        cpu_ms = (_cpu_seconds() - cpu_before) / max(1, first.requests) * 1000
         first_server = server.stats()
         server.reset_stats()
         second = clf.classify(texts).report
@@ -102,6 +106,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "prompt_tokens": first.prompt_tokens,
         "completion_tokens": first.completion_tokens,
         "cost_usd_at_model_prices": first.cost_usd,
+        # The client's CPU per request (this process: the event loop's thread and any
+        # other); one event loop cannot answer faster than 1000 / this per second.
+        "client_cpu_ms_per_request": round(cpu_ms, 3),
+        "client_cpu_bound_labels_per_s": round(1000 / cpu_ms, 1) if cpu_ms > 0 else None,
     }
     out["second_run"] = {
         "requests": second.requests,
@@ -148,6 +156,97 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "request_outcomes": dict(sorted(faulty.request_outcomes.items())),
         "server_counts": dict(sorted(fault_server.items())),
     }
+    return out
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process so far (user + system)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def _bounded(n: int, call: Any, concurrency: int) -> None:
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> Any:
+        async with semaphore:
+            return await call(i)
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+
+def run_layers(args: argparse.Namespace) -> dict[str, Any]:
+    """Where the LLM path's time goes: the same requests through each layer in turn.
+
+    The client is one event loop, so its labels per second cannot pass 1000 / (its CPU
+    milliseconds per request). Each layer is measured against the same stand-in (its own
+    process, ``args.latency``, ``args.concurrency`` in flight): the OpenAI SDK alone,
+    litellm over the seam's SDK client, the seam (instructor shaping and parsing, the
+    hardened JSON check), and the whole classifier (retry loop, results, report).
+    """
+    import openai
+
+    from hybridroute.classifiers.llm._seam import LiteLLMLabelAsker
+
+    labels = make_labels(args.labels)
+    n = args.n
+    out: dict[str, Any] = {"n": n, "latency_s": args.latency, "concurrency": args.concurrency}
+    with StandInProcess(HashPolicy(seed=args.seed), seed=args.seed, latency=args.latency) as srv:
+        asker = LiteLLMLabelAsker(
+            model=args.model, labels=labels, api_base=srv.api_base, api_key="not-a-key"
+        )
+        request = asker._shape([{"role": "user", "content": "warm-up"}])
+
+        def messages(i: int) -> list[dict[str, str]]:
+            return [{"role": "user", "content": f"<text>ticket {i}</text>"}]
+
+        async def sdk() -> Any:
+            client = openai.AsyncOpenAI(base_url=srv.api_base, api_key="not-a-key", max_retries=0)
+            name = args.model.split("/", 1)[-1]
+            return lambda i: client.chat.completions.create(
+                model=name, **{**request, "messages": messages(i)}
+            )
+
+        async def via_litellm() -> Any:
+            import litellm
+
+            client = asker._client()
+            return lambda i: litellm.acompletion(
+                model=args.model,
+                api_base=srv.api_base,
+                api_key="not-a-key",
+                client=client,
+                num_retries=0,
+                max_retries=0,
+                timeout=30,
+                **{**request, "messages": messages(i)},
+            )
+
+        async def seam() -> Any:
+            return lambda i: asker.attempt(messages(i))
+
+        for name, make in (("openai_sdk", sdk), ("litellm", via_litellm), ("seam", seam)):
+
+            async def measure(make: Any = make) -> tuple[float, float]:
+                call = await make()
+                await call(-1)  # warm-up
+                cpu, start = _cpu_seconds(), time.perf_counter()
+                await _bounded(n, call, args.concurrency)
+                return n / (time.perf_counter() - start), (_cpu_seconds() - cpu) / n * 1000
+
+            rate, cpu_ms = asyncio.run(measure())
+            out[name] = {"labels_per_s": round(rate, 1), "client_cpu_ms": round(cpu_ms, 3)}
+        clf = _classifier(args, srv.api_base, labels, retry=RetrySettings(timeout=30.0))
+        clf.classify(["warm-up text, not timed"])
+        cpu, start = _cpu_seconds(), time.perf_counter()
+        clf.classify([f"ticket {i}" for i in range(n)])
+        out["classifier"] = {
+            "labels_per_s": round(n / (time.perf_counter() - start), 1),
+            "client_cpu_ms": round((_cpu_seconds() - cpu) / n * 1000, 3),
+        }
+    out["bound_labels_per_s"] = args.concurrency / args.latency if args.latency > 0 else None
     return out
 
 
@@ -244,6 +343,10 @@ def print_report(r: dict[str, Any]) -> None:
         f"{f['server_max_in_flight']} in flight), {f['answered']} answered, "
         f"{f['abstained']} abstained"
     )
+    print(
+        f"            client CPU {f['client_cpu_ms_per_request']:.2f} ms/request: one event "
+        f"loop answers at most {f['client_cpu_bound_labels_per_s']} labels/s"
+    )
     cost = f["cost_usd_at_model_prices"]
     cost_text = "unknown (model not in the cost map)" if cost is None else f"${cost:.4f}"
     print(
@@ -290,8 +393,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cascade-target", type=float, default=0.85, help="certified precision")
     parser.add_argument("--cascade-delta", type=float, default=0.05)
+    parser.add_argument(
+        "--layers",
+        action="store_true",
+        help="also measure the client CPU per request layer by layer (SDK, litellm, seam)",
+    )
     args = parser.parse_args(argv)
     result = run(args)
+    if args.layers:
+        result["layers"] = run_layers(args)
     if args.cascade:
         result["cascade"] = run_cascade(args)
     if args.json:
@@ -306,6 +416,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"{c['threshold']:.3f} from {c['threshold_fitter']}); kept-local precision "
                 f"{c['kept_local_precision']:.3f}"
             )
+        if "layers" in result:
+            layers = result["layers"]
+            print(
+                f"client CPU per request, layer by layer (bound {layers['bound_labels_per_s']:.0f}/s):"
+            )
+            for name in ("openai_sdk", "litellm", "seam", "classifier"):
+                x = layers[name]
+                print(
+                    f"  {name:11s} {x['labels_per_s']:7.1f} labels/s  "
+                    f"{x['client_cpu_ms']:6.2f} ms CPU/request"
+                )
     return 0
 
 

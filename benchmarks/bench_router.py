@@ -129,6 +129,40 @@ def run(n: int) -> dict:
     }
 
 
+#: Issue 27's goal: rule-stage decisions written to the log at >= 20,000/s.
+LOGGED_TARGET = 20_000
+
+
+def runner_entry(quick: bool, settings: dict) -> dict:
+    """Rows for ``python -m benchmarks``: logged rule-stage decisions, router overhead."""
+    res = run(int(settings.get("n", 1_000 if quick else 10_000)))
+    r, o = res["rule_stage_with_logging"], res["overhead_over_classifier"]
+    rows = [
+        {
+            "key": "router.rule_stage_logged_per_s",
+            "measure": "rule-stage decisions written to the log",
+            "value": r["decisions_per_s"],
+            "unit": "/s",
+            "baseline": LOGGED_TARGET,
+            "baseline_label": "target (issue 27)",
+            "goal": 1.0,
+            "notes": f"n={r['n']:,}, batches of {r['batch_size']}",
+        },
+        {
+            "key": "router.p50_vs_classifier",
+            "measure": "router.route p50 vs bare classifier p50",
+            "value": o["router_p50_ms"],
+            "unit": "ms",
+            "baseline": o["classifier_p50_ms"],
+            "baseline_label": "predict_proba([text])",
+            "goal": 1.1,
+            "goal_op": "<=",
+            "notes": f"overhead {o['overhead']:+.1%}; {o['texts']} texts",
+        },
+    ]
+    return {"rows": rows, "raw": res}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=50_000)

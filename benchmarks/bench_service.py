@@ -56,6 +56,11 @@ HOST = "127.0.0.1"
 GOAL_SINGLE_P99_MS = 15.0
 GOAL_BATCH_VS_INPROCESS = 0.7
 GOAL_VS_MLFLOW = 3.0
+#: Issue 27: single items at c=32 >= 0.8x batches at c=32 (micro-batched serving).
+GOAL_SINGLE_VS_BATCH = 0.8
+GOAL_BATCH_VS_INPROCESS_27 = 0.8
+#: The service's switch for micro-batching (``0``: off), see hybridroute.service._batcher.
+WINDOW_ENV = "HYBRIDROUTE_BATCH_WINDOW_MS"
 
 
 def _free_port() -> int:
@@ -234,7 +239,12 @@ def _chunks(items: Sequence[dict[str, Any]], size: int, i: int) -> list[dict[str
 
 
 def _service_cells(
-    base: str, items: Sequence[dict[str, Any]], args: argparse.Namespace, run_id: str
+    base: str,
+    items: Sequence[dict[str, Any]],
+    args: argparse.Namespace,
+    run_id: str,
+    concurrency: Sequence[int] | None = None,
+    modes: Sequence[str] = ("single", "batch"),
 ) -> dict[str, Any]:
     import httpx
 
@@ -262,15 +272,26 @@ def _service_cells(
             raise RuntimeError(f"status {r.status_code}: {r.text[:200]}")
         return len(r.json()["results"])
 
-    out: dict[str, Any] = {"single": [], "batch": []}
-    for c in args.concurrency:
-        out["single"].append(
-            _load(single, session, args.requests, c, args.max_seconds, args.client_processes)
-        )
-        n_batches = max(1, args.requests // args.batch_size) * 4
-        out["batch"].append(
-            _load(batch, session, n_batches, c, args.max_seconds, args.client_processes)
-        )
+    out: dict[str, Any] = {mode: [] for mode in modes}
+    for c in concurrency or args.concurrency:
+        if "single" in modes:
+            # enough requests that every client sends several, at any concurrency
+            n = max(args.requests, 4 * c)
+            out["single"].append(
+                _load(single, session, n, c, args.max_seconds, args.client_processes)
+            )
+        if "batch" in modes:
+            n_batches = max(1, args.requests // args.batch_size) * 4
+            out["batch"].append(
+                _load(
+                    batch,
+                    session,
+                    max(n_batches, 2 * c),
+                    c,
+                    args.max_seconds,
+                    args.client_processes,
+                )
+            )
     return out
 
 
@@ -297,7 +318,7 @@ def _mlflow_cells(
         return len(r.json()["predictions"])
 
     out: dict[str, Any] = {"single": [], "batch": []}
-    for c in args.concurrency:
+    for c in args.mlflow_concurrency:
         out["single"].append(
             _load(
                 lambda s, i: post(s, [items[i % len(items)]]),
@@ -404,6 +425,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
         with _server(cmd, f"{base}/readyz", env, tmp / "service.out"):
             result["service"] = _service_cells(base, items, args, run_id)
+        if args.unbatched:
+            # the same service with micro-batching off: each single item routed alone
+            port = _free_port()
+            base = f"http://{HOST}:{port}"
+            cmd[cmd.index("--port") + 1] = str(port)
+            cmd[cmd.index("--log") + 1] = f"sqlite:///{tmp / 'unbatched.sqlite'}"
+            off = {**env, WINDOW_ENV: "0"}
+            with _server(cmd, f"{base}/readyz", off, tmp / "unbatched.out"):
+                result["service_unbatched"] = _service_cells(
+                    base, items, args, run_id + "u", args.unbatched, ("single",)
+                )
 
         if not args.no_mlflow:
             model = _mlflow_model(bundle, tmp)
@@ -431,21 +463,33 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _cell(cells: Sequence[dict[str, Any]], c: int) -> dict[str, Any] | None:
+    return next((cell for cell in cells if cell["concurrency"] == c), None)
+
+
 def ratios(result: dict[str, Any]) -> dict[str, Any]:
-    """Service / in-process and service / mlflow throughput, per mode and concurrency."""
+    """Service / in-process and service / mlflow throughput, per mode and concurrency;
+    single items / batches at equal concurrency; micro-batched / unbatched singles."""
     out: dict[str, Any] = {}
     inproc = result["in_process"]
     for mode in ("single", "batch"):
-        for k, cell in enumerate(result["service"][mode]):
+        for cell in result["service"][mode]:
             c = cell["concurrency"]
             row: dict[str, Any] = {}
             base = inproc[mode]["items_per_s"]
             if cell["items_per_s"] and base:
                 row["vs_in_process"] = round(cell["items_per_s"] / base, 3)
-            if "mlflow" in result:
-                other = result["mlflow"][mode][k]["items_per_s"]
-                if cell["items_per_s"] and other:
-                    row["vs_mlflow"] = round(cell["items_per_s"] / other, 3)
+            other_cell = _cell(result.get("mlflow", {}).get(mode, []), c)
+            if other_cell is not None and cell["items_per_s"] and other_cell["items_per_s"]:
+                row["vs_mlflow"] = round(cell["items_per_s"] / other_cell["items_per_s"], 3)
+            batch = _cell(result["service"]["batch"], c)
+            if mode == "single" and batch is not None and batch["items_per_s"]:
+                row["vs_batch"] = round((cell["items_per_s"] or 0) / batch["items_per_s"], 3)
+            alone = _cell(result.get("service_unbatched", {}).get("single", []), c)
+            if mode == "single" and alone is not None and alone["items_per_s"]:
+                row["vs_unbatched"] = round((cell["items_per_s"] or 0) / alone["items_per_s"], 3)
+                if alone["p50_ms"] and cell["p50_ms"]:
+                    row["p50_vs_unbatched"] = round(cell["p50_ms"] / alone["p50_ms"], 3)
             out[f"{mode}@c{c}"] = row
     return out
 
@@ -463,9 +507,9 @@ def print_report(r: dict[str, Any]) -> None:
     )
     print(head)
     for mode in ("single", "batch"):
-        for k, cell in enumerate(r["service"][mode]):
+        for cell in r["service"][mode]:
             c = cell["concurrency"]
-            ml = r.get("mlflow", {}).get(mode, [{}] * (k + 1))[k]
+            ml = _cell(r.get("mlflow", {}).get(mode, []), c) or {}
             ratio = r["ratios"][f"{mode}@c{c}"]
 
             def fmt(v: Any, spec: str) -> str:
@@ -483,6 +527,22 @@ def print_report(r: dict[str, Any]) -> None:
                 print(
                     f"        {errors} failed request(s): {cell['first_error'] or ml.get('first_error')}"
                 )
+    for cell in r.get("service_unbatched", {}).get("single", []):
+        c = cell["concurrency"]
+        ratio = r["ratios"].get(f"single@c{c}", {})
+        print(
+            f"single{c:>5}  unbatched: {cell['items_per_s']:,.0f} items/s, p50 "
+            f"{cell['p50_ms']:.2f} ms, p99 {cell['p99_ms']:.2f} ms; micro-batched / unbatched "
+            f"{ratio.get('vs_unbatched', float('nan')):.2f}x throughput, "
+            f"{ratio.get('p50_vs_unbatched', float('nan')):.2f}x p50"
+        )
+    single32 = r["ratios"].get("single@c32", {})
+    if "vs_batch" in single32:
+        ok = single32["vs_batch"] >= GOAL_SINGLE_VS_BATCH
+        print(
+            f"goal single >= {GOAL_SINGLE_VS_BATCH:g}x batch at c=32: "
+            f"{single32['vs_batch']:.2f}x ({'met' if ok else 'NOT met'})"
+        )
     ip = r["in_process"]
     print(
         f"in-process (HybridRouter + log_many, one caller): single "
@@ -530,7 +590,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=400, help="most requests per cell")
     ap.add_argument("--batch-size", type=int, default=50)
-    ap.add_argument("--concurrency", type=_concurrency, default=(1, 8, 32))
+    ap.add_argument("--concurrency", type=_concurrency, default=(1, 8, 32, 128))
+    ap.add_argument(
+        "--unbatched",
+        type=_concurrency,
+        default=(1, 32),
+        help="single items again at these concurrencies with micro-batching off",
+    )
+    ap.add_argument(
+        "--mlflow-concurrency",
+        type=_concurrency,
+        default=(8,),
+        help="the concurrencies MLflow's scoring server is measured at",
+    )
     ap.add_argument("--max-seconds", type=float, default=60.0, help="longest cell")
     ap.add_argument("--no-mlflow", action="store_true", help="skip MLflow's scoring server")
     ap.add_argument(
@@ -551,36 +623,102 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def runner_entry(quick: bool, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows for ``python -m benchmarks``: the c=8 single and batch cells and their ratios."""
+def _goal_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of issue 27's service goals (each a ratio measured in this run)."""
+    rows: list[dict[str, Any]] = []
+    single, batch = r["service"]["single"], r["service"]["batch"]
+    s32, b32, s8 = _cell(single, 32), _cell(batch, 32), _cell(single, 8)
+    if s32 is not None and b32 is not None:
+        rows.append(
+            {
+                "key": "service.single_vs_batch_c32",
+                "measure": "single items/s vs batches at c=32 (micro-batched)",
+                "value": s32["items_per_s"],
+                "unit": "/s",
+                "baseline": b32["items_per_s"],
+                "baseline_label": f"batches of {r['batch_size']} at c=32",
+                "goal": GOAL_SINGLE_VS_BATCH,
+                "notes": f"p99 single {s32['p99_ms']} ms, batch {b32['p99_ms']} ms",
+            }
+        )
+    if s8 is not None:
+        rows.append(
+            {
+                "key": "service.single_c8_p99_ms",
+                "measure": "single-item p99 at c=8",
+                "value": s8["p99_ms"],
+                "unit": "ms",
+                "baseline": GOAL_SINGLE_P99_MS,
+                "baseline_label": "target",
+                "goal": 1.0,
+                "goal_op": "<=",
+                "notes": f"p50 {s8['p50_ms']} ms, {s8['items_per_s']:,.0f} items/s",
+            }
+        )
+    alone1 = _cell(r.get("service_unbatched", {}).get("single", []), 1)
+    s1 = _cell(single, 1)
+    if alone1 is not None and s1 is not None:
+        rows.append(
+            {
+                "key": "service.single_c1_p50_vs_unbatched",
+                "measure": "single-item p50 at c=1, micro-batching on vs off",
+                "value": s1["p50_ms"],
+                "unit": "ms",
+                "baseline": alone1["p50_ms"],
+                "baseline_label": f"{WINDOW_ENV}=0",
+                "goal": 1.0,
+                "goal_op": "<=",
+                "notes": "a lone client never waits for a batch",
+            }
+        )
+    b8 = _cell(batch, 8)
+    if b8 is not None:
+        rows.append(
+            {
+                "key": "service.batch_c8_vs_in_process",
+                "measure": "service batches at c=8 vs in-process router + log",
+                "value": b8["items_per_s"],
+                "unit": "/s",
+                "baseline": r["in_process"]["batch"]["items_per_s"],
+                "baseline_label": "in-process route_many + log_many",
+                "goal": GOAL_BATCH_VS_INPROCESS_27,
+                "notes": f"p99 {b8['p99_ms']} ms",
+            }
+        )
+    return rows
+
+
+def runner_entry(quick: bool, settings: dict[str, Any]) -> dict[str, Any]:
+    """Rows for ``python -m benchmarks``: the goals, then the curve over concurrency."""
     argv = ["--requests", str(settings.get("requests", 40 if quick else 300))]
-    argv += ["--concurrency", str(settings.get("concurrency", "8"))]
+    argv += ["--concurrency", str(settings.get("concurrency", "8" if quick else "1,8,32,128"))]
+    argv += ["--unbatched", str(settings.get("unbatched", "1" if quick else "1,32"))]
     argv += ["--max-seconds", str(settings.get("max_seconds", 10 if quick else 30))]
     if quick or settings.get("no_mlflow"):
         argv.append("--no-mlflow")
     r = run(parse_args(argv))
-    rows: list[dict[str, Any]] = []
+    rows = _goal_rows(r)
     for mode in ("single", "batch"):
         for cell in r["service"][mode]:
             c = cell["concurrency"]
             ratio = r["ratios"][f"{mode}@c{c}"]
+            notes = [f"p50 {cell['p50_ms']} ms, p99 {cell['p99_ms']} ms"]
+            if "vs_unbatched" in ratio:
+                notes.append(f"{ratio['vs_unbatched']:.2f}x the unbatched service")
+            if "vs_mlflow" in ratio:
+                notes.append(f"{ratio['vs_mlflow']:.2f}x MLflow's scoring server")
             rows.append(
                 {
-                    "bench": "service",
-                    "key": f"{mode}_c{c}_items_per_s",
-                    "measure": f"service {mode} items/s at c={c} (p99 {cell['p99_ms']} ms)",
+                    "key": f"service.{mode}_c{c}_items_per_s",
+                    "measure": f"service {mode} items/s at c={c}",
                     "value": cell["items_per_s"],
-                    "unit": "items/s",
+                    "unit": "/s",
                     "baseline": r["in_process"][mode]["items_per_s"],
                     "baseline_label": "in-process router + log",
-                    "notes": (
-                        f"vs MLflow scoring server {ratio['vs_mlflow']:.2f}x"
-                        if "vs_mlflow" in ratio
-                        else "MLflow scoring server not run"
-                    ),
+                    "notes": "; ".join(notes),
                 }
             )
-    return rows
+    return {"rows": rows, "raw": r}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

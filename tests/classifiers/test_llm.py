@@ -115,7 +115,12 @@ def test_few_shot_examples_are_seeded_and_per_label():
         ({}, [3], ["x"], "text 0 is not a string"),
         ({"mode": "xml"}, ["a"], ["x"], "unknown mode 'xml'"),
         ({"confidence": "vibes"}, ["a"], ["x"], "unknown confidence method 'vibes'"),
-        ({"confidence": "logprobs"}, ["a"], ["x"], "needs a JSON mode"),
+        # mode="auto" (the default since issue 28) picks json_schema for logprobs on an
+        # OpenAI-shaped server; asking for tools explicitly is still refused there.
+        ({"confidence": "logprobs", "mode": "tools"}, ["a"], ["x"], "needs a JSON mode"),
+        ({"server": "ollama"}, ["a"], ["x"], "unknown server 'ollama'"),
+        ({"n_similar_examples": -1}, ["a"], ["x"], "n_similar_examples must be an integer"),
+        ({"n_similar_examples": True}, ["a"], ["x"], "n_similar_examples must be an integer"),
         ({"confidence": "self_consistency", "n_samples": 1}, ["a"], ["x"], "n_samples >= 2"),
         ({"max_concurrency": 0}, ["a"], ["x"], "max_concurrency must be >= 1"),
         ({"max_response_bytes": 0}, ["a"], ["x"], "max_response_bytes must be a positive"),
@@ -506,7 +511,9 @@ def _reword_the_system_message(monkeypatch):
     monkeypatch.setattr(
         _prompt.PromptTemplate,
         "system_message",
-        lambda self, labels: original(self, labels).replace("Allowed labels", "Labels"),
+        lambda self, labels, *more: original(self, labels, *more).replace(
+            "Allowed labels", "Labels"
+        ),
     )
 
 

@@ -54,6 +54,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
         "jsonl": jsonl,
         "val": _write_csv(d / "val.csv", _rows({"train": 20, "validation": 6, "test": 8})),
         "nosplit": _write_csv(d / "nosplit.csv", _rows({"train": 20}), split=False),
+        "tiny": _write_csv(d / "tiny.csv", _rows({"train": 1})[:2], split=False),
         "notrain": _write_csv(d / "notrain.csv", _rows({"test": 5})),
     }
 
@@ -80,7 +81,10 @@ def test_local_on_a_file_with_splits(files, tmp_path, capsys, kind) -> None:
         capsys, "train", "--dataset", f"{kind}:{files[kind]}", "--out", str(out), "--cs", "1,10"
     )
     assert report["classifier"] == "local"
-    assert report["n_train"] == 60
+    # a set without a calibration split: 20% of train carved out (calibrate's default)
+    carved = load_dataset(f"{kind}:{files[kind]}").with_calibration_split(0.2, seed=0)
+    assert report["n_train"] == carved.splits["train"] == 48
+    assert report["calibration_carved"] == {"fraction": 0.2, "seed": 0, "n_rows": 12}
     assert report["n_test"] == 24
     assert report["evaluated"] is True
     assert report["test_accuracy"] >= 0.9
@@ -90,7 +94,7 @@ def test_local_on_a_file_with_splits(files, tmp_path, capsys, kind) -> None:
     assert report["C"] in (1.0, 10.0)
     # The saved model loads, scores as reported, and records what it was trained on.
     clf = load_classifier(out)
-    train = load_dataset(f"{kind}:{files[kind]}").split("train")
+    train = carved.split("train")
     assert clf.training_fingerprint_ == train.fingerprint == report["training_fingerprint"]
     assert clf.manifest_["metadata"]["test"]["test_accuracy"] == report["test_accuracy"]
     test = load_dataset(f"{kind}:{files[kind]}").split("test")
@@ -106,7 +110,9 @@ def test_text_report(files, tmp_path, capsys) -> None:
         capsys, "train", "--dataset", f"csv:{files['csv']}", "--out", str(tmp_path / "m")
     )
     assert code == 0, err
-    assert "trained local on set: 60 rows, 3 labels" in out
+    assert "trained local on set: 48 rows, 3 labels" in out
+    assert "calibration split carved from train and not trained on: 12 rows" in out
+    assert "(its defaults)" in out
     assert "chosen on" in out and "carved from train" in out
     assert "test: accuracy" in out and "macro-F1" in out and "on 24 rows" in out
     assert f"saved to {tmp_path / 'm'}" in out
@@ -125,7 +131,7 @@ def test_validation_split_is_used_for_c(files, tmp_path, capsys) -> None:
     )
     assert report["validation"]["source"] == "validation split"
     assert report["validation"]["n_rows"] == 18
-    assert report["n_train"] == 60  # validation rows are not trained on
+    assert report["n_train"] == 48  # validation and calibration rows are not trained on
 
 
 def test_single_c_skips_the_search(files, tmp_path, capsys) -> None:
@@ -143,21 +149,54 @@ def test_single_c_skips_the_search(files, tmp_path, capsys) -> None:
     assert report["validation"]["n_rows"] == 0
 
 
-def test_no_splits_means_no_test_score(files, tmp_path, capsys) -> None:
+def test_a_file_without_splits_is_split_and_the_report_says_so(files, tmp_path, capsys) -> None:
+    """60 rows, no split column: 36 train / 12 calibration / 12 test when loaded; the
+    calibration and test rows are not trained on, the test rows are scored."""
+    args = ["train", "--dataset", f"csv:{files['nosplit']}", "--cs", "10"]
+    report = run_json(capsys, *args, "--out", str(tmp_path / "m"))
+    ds = load_dataset(f"csv:{files['nosplit']}")
+    assert ds.splits == {"train": 36, "calibration": 12, "test": 12}
+    assert report["n_train"] == 36 and report["n_test"] == 12 and report["evaluated"]
+    assert "calibration_carved" not in report  # the file's calibration split is used as is
+    assert report["training_fingerprint"] == ds.split("train").fingerprint
+    (note,) = report["dataset_notes"]
+    assert "no 'split' column" in note
+    code, out, err = run(capsys, *args, "--out", str(tmp_path / "n"))
+    assert code == 0, err
+    assert "note: nosplit.csv has no 'split' column" in out
+
+
+def test_a_set_too_small_to_split_trains_on_every_row(files, tmp_path, capsys) -> None:
     report = run_json(
-        capsys,
-        "train",
-        "--dataset",
-        f"csv:{files['nosplit']}",
-        "--out",
-        str(tmp_path / "m"),
-        "--cs",
-        "10",
-    )
-    assert report["n_train"] == 60
-    assert report["test_accuracy"] is None
-    assert report["test_macro_f1"] is None
-    assert report["n_test"] == 0
+        capsys, "train", "--dataset", f"csv:{files['tiny']}", "--cs", "10",
+        "--out", str(tmp_path / "m"),
+    )  # fmt: skip
+    assert report["n_train"] == 2
+    assert report["test_accuracy"] is None and report["n_test"] == 0
+
+
+def test_calibration_fraction_zero_trains_on_all_of_train(files, tmp_path, capsys) -> None:
+    report = run_json(
+        capsys, "train", "--dataset", f"csv:{files['csv']}", "--cs", "10",
+        "--calibration-fraction", "0", "--out", str(tmp_path / "m"),
+    )  # fmt: skip
+    assert report["n_train"] == 60 and "calibration_carved" not in report
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"), [(None, "oos"), ("none", None), ("refund", "refund")]
+)
+def test_the_out_of_scope_label_of_a_file(tmp_path, capsys, given, expected) -> None:
+    rows = _rows({"train": 10, "test": 4}) + [
+        {"text": f"what is the weather {i}", "label": "oos", "split": "train"} for i in range(8)
+    ]
+    path = _write_csv(tmp_path / "o.csv", rows)
+    extra = [] if given is None else ["--oos-label", given]
+    report = run_json(
+        capsys, "train", "--dataset", f"csv:{path}", "--cs", "10", *extra,
+        "--out", str(tmp_path / "m"),
+    )  # fmt: skip
+    assert report["oos_label"] == expected
 
 
 def test_same_seed_same_bytes(files, tmp_path, capsys) -> None:
@@ -335,7 +374,8 @@ def test_option_errors(files, tmp_path, capsys, extra, message) -> None:
     ("dataset", "extra", "message"),
     [
         ("notrain", [], "has no 'train' split"),
-        ("nosplit", ["--calibration-fraction", "0.2"], "has no splits"),
+        ("tiny", ["--calibration-fraction", "0.2"], "has no splits"),
+        ("nosplit", ["--calibration-fraction", "0.2"], "already has a calibration split"),
     ],
 )
 def test_dataset_errors(files, tmp_path, capsys, dataset, extra, message) -> None:

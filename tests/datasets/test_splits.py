@@ -179,7 +179,8 @@ def test_calibration_split_errors(tickets):
 
 def test_with_splits_on_an_unsplit_set(write):
     rows = ["text,label"] + [f"row {i},{'xy'[i % 2]}" for i in range(50)]
-    ds = load_dataset(write("u.csv", "\n".join(rows) + "\n"))
+    ds = load_dataset(write("u.csv", "\n".join(rows) + "\n"), auto_split=False)
+    assert ds.splits == {}
     split = ds.with_splits(seed=0)
     assert split.splits == {"train": 30, "calibration": 10, "test": 10}
     assert ds.with_splits(seed=0).fingerprint == split.fingerprint

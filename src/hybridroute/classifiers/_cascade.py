@@ -47,7 +47,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeAlias, TypeGuard
 
 import numpy as np
 
@@ -60,6 +60,66 @@ from .llm._loop import run_sync as _run_sync
 __all__ = ["CascadeBatch", "CascadeClassifier", "CascadeReport"]
 
 _AUTO_ROUTE = "auto_route"  # the Policy action that keeps an item local
+
+
+# --------------------------------------------------------------------------- escalation rules
+# The three kinds of fitted object a cascade takes as ``policy=``, by what they provide (this
+# module does not import the calibration package: it reads these members only). Which kind
+# an object is is decided in this order: apply, threshold_for, threshold_.
+
+
+class _Outcome(Protocol):
+    """What :class:`_AppliesPolicy` returns: the action taken on the local answer."""
+
+    @property
+    def action(self) -> str: ...
+
+
+class _AppliesPolicy(Protocol):
+    """A policy artifact (``hybridroute.calibration.Policy``): keep an item local only
+    when it would auto-route the local answer."""
+
+    def apply(self, ranked: RankedLabels, /) -> _Outcome: ...
+
+
+class _PerClassRule(Protocol):
+    """A per-class threshold (e.g. ``PerClassThreshold``): one threshold per top label."""
+
+    def threshold_for(self, label: str, /) -> float: ...
+
+
+class _SavablePerClassRule(_PerClassRule, Protocol):
+    """A per-class threshold whose thresholds can be listed (and so saved)."""
+
+    @property
+    def thresholds_(self) -> Mapping[str, float]: ...
+
+
+class _ThresholdRule(Protocol):
+    """A fitted single threshold (e.g. ``CertifiedPrecisionThreshold``)."""
+
+    @property
+    def threshold_(self) -> float: ...
+
+
+#: A fitted object that gives a cascade its escalation rule (see the module docstring).
+EscalationPolicy: TypeAlias = _AppliesPolicy | _PerClassRule | _ThresholdRule
+
+
+def _applies(policy: object) -> TypeGuard[_AppliesPolicy]:
+    return callable(getattr(policy, "apply", None))
+
+
+def _per_class(policy: object) -> TypeGuard[_PerClassRule]:
+    return callable(getattr(policy, "threshold_for", None))
+
+
+def _savable_per_class(policy: object) -> TypeGuard[_SavablePerClassRule]:
+    return hasattr(policy, "thresholds_") and _per_class(policy)
+
+
+def _one_threshold(policy: object) -> TypeGuard[_ThresholdRule]:
+    return hasattr(policy, "threshold_")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,7 +277,7 @@ class CascadeClassifier(IntentClassifier):
         llm: LLMClassifier,
         *,
         threshold: float | None = None,
-        policy: Any = None,
+        policy: EscalationPolicy | None = None,
         model_fingerprint: str | None = None,
     ) -> None:
         self.local = local
@@ -243,11 +303,7 @@ class CascadeClassifier(IntentClassifier):
             t = self.threshold
             if isinstance(t, bool) or not isinstance(t, int | float) or math.isnan(t):
                 raise ValueError(f"threshold must be a number, got {t!r}")
-        elif not (
-            callable(getattr(self.policy, "apply", None))
-            or callable(getattr(self.policy, "threshold_for", None))
-            or hasattr(self.policy, "threshold_")
-        ):
+        elif not (_applies(self.policy) or _per_class(self.policy) or _one_threshold(self.policy)):
             raise ValueError(
                 "policy must be fitted and provide apply(ranked), threshold_for(label) "
                 "or threshold_"
@@ -332,7 +388,7 @@ class CascadeClassifier(IntentClassifier):
         llm: LLMClassifier,
         *,
         threshold: float | None = None,
-        policy: Any = None,
+        policy: EscalationPolicy | None = None,
         model_fingerprint: str | None = None,
     ) -> CascadeClassifier:
         """A cascade over two already fitted classifiers (nothing is refitted or copied).
@@ -381,6 +437,7 @@ class CascadeClassifier(IntentClassifier):
     # ------------------------------------------------------------------ escalation
 
     def _escalate(self, local_ranked: Sequence[RankedLabels]) -> np.ndarray:
+        """Which items go to the LLM: an abstention, or an answer the rule finds unsure."""
         out = np.zeros(len(local_ranked), dtype=bool)
         policy = self.policy
         for i, r in enumerate(local_ranked):
@@ -388,12 +445,17 @@ class CascadeClassifier(IntentClassifier):
                 out[i] = True
             elif self.threshold is not None:
                 out[i] = r.confidence < float(self.threshold)
-            elif callable(getattr(policy, "apply", None)):
+            elif _applies(policy):
                 out[i] = policy.apply(r).action != _AUTO_ROUTE
-            elif callable(getattr(policy, "threshold_for", None)):
-                out[i] = r.confidence < float(policy.threshold_for(r.top))
-            else:
+            elif _per_class(policy):
+                out[i] = r.confidence < float(policy.threshold_for(str(r.top)))
+            elif _one_threshold(policy):
                 out[i] = r.confidence < float(policy.threshold_)
+            else:  # _check_params refuses such a policy: it lost its rule since
+                raise TypeError(
+                    "policy must be fitted and provide apply(ranked), threshold_for(label) "
+                    "or threshold_"
+                )
         return out
 
     # ------------------------------------------------------------------ batches
@@ -497,7 +559,7 @@ class CascadeClassifier(IntentClassifier):
         if self.threshold is not None:
             return {"threshold": _as_json_threshold(float(self.threshold))}
         policy = self.policy
-        if hasattr(policy, "thresholds_") and callable(getattr(policy, "threshold_for", None)):
+        if _savable_per_class(policy):
             default = getattr(policy, "pool_threshold_", getattr(policy, "default_", None))
             if default is None:
                 raise ValueError("a per-class policy without a default threshold cannot be saved")
@@ -507,7 +569,7 @@ class CascadeClassifier(IntentClassifier):
                 },
                 "default_threshold": _as_json_threshold(float(default)),
             }
-        if hasattr(policy, "threshold_") and not callable(getattr(policy, "apply", None)):
+        if _one_threshold(policy) and not _applies(policy):
             return {"threshold": _as_json_threshold(float(policy.threshold_))}
         raise ValueError(
             "a cascade driven by a policy artifact is saved without it: save the policy "

@@ -39,6 +39,7 @@ _COMMAND_MODULES = (
     "_datasets",
     "_train",
     "_standin",
+    "_llm_server",
     "_calibrate",
     "_router",
     "_records",

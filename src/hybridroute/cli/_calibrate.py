@@ -256,9 +256,7 @@ def calibrate(
         "--oos-label": oos_label is not None,
     }
     if scores is None:
-        for flag, set_ in scores_only.items():
-            if set_:
-                raise click.BadParameter("only goes with --scores", param_hint=flag)
+        _refuse_first(scores_only, "only goes with --scores")
     if from_log is not None and scores is not None:
         raise click.BadParameter(
             "fits from a decision log; leave out --scores", param_hint="--from-log"
@@ -277,13 +275,12 @@ def calibrate(
             "--evidence": evidence is not None,
             "--split": split != "calibration",
         }
-        given = [flag for flag, set_ in dataset_only.items() if set_]
-        if given:
-            raise click.BadParameter(
-                f"--from-log refits the --router bundle's own threshold; {', '.join(given)} "
-                "apply to fitting from a dataset",
-                param_hint="--from-log",
-            )
+        _refuse_given(
+            dataset_only,
+            "--from-log refits the --router bundle's own threshold; {} apply to fitting from "
+            "a dataset",
+            "--from-log",
+        )
         _check_window(since, until)
         # a new router bundle: a directory that is absent or empty (there is no --force)
         check_output(out, "--out", kind="dir", new_dir=True)
@@ -302,16 +299,15 @@ def calibrate(
             **({} if max_disputed_share is None else {"max_disputed_share": max_disputed_share}),
         )
         return
-    for flag, log_only in (
-        ("--router", router),
-        ("--router-version", router_version),
-        ("--version", version),
-        ("--since", since),
-        ("--until", until),
-        ("--max-disputed-share", max_disputed_share),
-    ):
-        if log_only is not None:
-            raise click.BadParameter("only goes with --from-log", param_hint=flag)
+    log_only = {
+        "--router": router,
+        "--router-version": router_version,
+        "--version": version,
+        "--since": since,
+        "--until": until,
+        "--max-disputed-share": max_disputed_share,
+    }
+    _refuse_first({f: v is not None for f, v in log_only.items()}, "only goes with --from-log")
     fit_args = _fit_args(
         objective, target, delta, calibrator, calibrator_fraction, seed, margin, per_class,
         ask_target, precision_target, cost_misroute, cost_ask_user, no_ask, cost_human_review,
@@ -324,12 +320,9 @@ def calibrate(
             "--data-dir": data_dir is not None,
             "--calibration-fraction": calibration_fraction != _CALIBRATION_FRACTION,
         }
-        given = [flag for flag, set_ in dataset_only.items() if set_]
-        if given:
-            raise click.BadParameter(
-                f"--scores fits on the file's rows; {', '.join(given)} apply to --dataset",
-                param_hint="--scores",
-            )
+        _refuse_given(
+            dataset_only, "--scores fits on the file's rows; {} apply to --dataset", "--scores"
+        )
         check_output(out, "--out", inputs=[scores, test_scores])
         _check_options(fit_args)
         from ._scores import calibrate_from_scores
@@ -346,12 +339,10 @@ def calibrate(
             **fit_args,
         )
         return
-    for flag, needed in (("--dataset", dataset), ("--model", model)):
-        if needed is None:
-            raise click.BadParameter(
-                "is required (or --from-log with --router to refit from a decision log)",
-                param_hint=flag,
-            )
+    _refuse_first(
+        {"--dataset": dataset is None, "--model": model is None},
+        "is required (or --from-log with --router to refit from a decision log)",
+    )
     assert dataset is not None and model is not None
     check_output(out, "--out")  # the policy file: before the set and the model are loaded
     _check_options(fit_args)  # before the set and the model are loaded
@@ -367,6 +358,21 @@ def calibrate(
         data_dir=data_dir,
         as_json=as_json,
     )
+
+
+def _refuse_first(options: Mapping[str, bool], why: str) -> None:
+    """Refuse the first option of ``{flag: refused}`` that is refused, saying ``why``."""
+    for flag, refused in options.items():
+        if refused:
+            raise click.BadParameter(why, param_hint=flag)
+
+
+def _refuse_given(options: Mapping[str, bool], why: str, hint: str) -> None:
+    """Refuse the options given (``{flag: given}``) that do not go with ``hint``'s way of
+    fitting: ``why`` says so, its ``{}`` standing for the flags."""
+    given = [flag for flag, set_ in options.items() if set_]
+    if given:
+        raise click.BadParameter(why.format(", ".join(given)), param_hint=hint)
 
 
 def _fit_args(

@@ -225,7 +225,7 @@ def _print_summary(info: dict[str, Any]) -> None:
             + ", ".join(f"{c} ({info['fact_types'].get(c, '?')})" for c in info["fact_columns"])
         )
     if info["notes"]:
-        echo(f"notes: {len(info['notes'])} problem(s) found in the data and kept:")
+        echo("notes (what the loader did by default, and problems found and kept):")
         for note in info["notes"]:
             echo(f"  {note}")
     if info["skipped"]:

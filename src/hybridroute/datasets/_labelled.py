@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import copy
-import csv
 import hashlib
-import io
 import json
-import math
-import os
-import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pandas as pd
 
 from .._canonical import canonical_json
-from .._csv import escape_formula, json_kind
+from .._csv import json_kind
 from .._labelled_rows import (
     ANNOTATION_COLUMNS,
     CORE_COLUMNS,
@@ -30,6 +25,7 @@ from .._labelled_rows import (
 from .._redact import REDACTED, Redactor
 from ..contracts import FactSchema
 from ..exceptions import DatasetError
+from ._export import from_cell, plain_value, write_set
 from ._io import RawTable
 from ._splits import SplitPlan, make_splits
 from ._validate import (
@@ -53,19 +49,6 @@ def _order_splits(names: Iterable[str]) -> list[str]:
     names = set(names)
     known = [s for s in SPLIT_ORDER if s in names]
     return known + sorted(names - set(known))
-
-
-def _plain(value: Any) -> Any:
-    """A frame cell as a plain JSON value (lists copied, missing values as ``None``)."""
-    if value is None:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, (list, dict)):
-        return copy.deepcopy(value)
-    if value is pd.NA:
-        return None
-    return value
 
 
 class LabelledSet:
@@ -106,7 +89,8 @@ class LabelledSet:
         Rows left out by ``on_error="skip"``: ``(row, column, reason)``.
     notes : tuple of str
         Problems found in a published set that were kept as published (e.g. a text
-        labelled two ways in CLINC150).
+        labelled two ways in CLINC150), and what a loader did by default (a file without a
+        split column split when loaded, its out-of-scope label found by convention).
     """
 
     __slots__ = (
@@ -226,7 +210,7 @@ class LabelledSet:
         columns = [str(c) for c in frame.columns]
         records = []
         for i, rec in enumerate(frame.to_dict(orient="records"), start=1):
-            records.append((name, i, {str(k): _from_cell(v) for k, v in rec.items()}))
+            records.append((name, i, {str(k): from_cell(v) for k, v in rec.items()}))
         raw = RawTable(name, "json", columns, records)
         if not records:
             raise DatasetError("the frame has no rows", path=name)
@@ -256,6 +240,20 @@ class LabelledSet:
             source="<DataFrame>",
             oos_label=oos_label,
             provenance={"loader": "from_frame"},
+        )
+
+    def _with_notes(self, notes: Iterable[str]) -> LabelledSet:
+        """The same set with ``notes`` added (what a loader did by default, said once)."""
+        return LabelledSet(
+            self._frame,
+            name=self._name,
+            source=self._source,
+            fact_columns=self._fact_columns,
+            fact_types=self._fact_types,
+            oos_label=self._oos_label,
+            skipped=self._skipped,
+            notes=(*self._notes, *notes),
+            provenance=self._provenance,
         )
 
     def _derive(self, frame: pd.DataFrame, step: Mapping[str, Any]) -> LabelledSet:
@@ -297,7 +295,7 @@ class LabelledSet:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """Problems in a published set that were kept as published (located, one per line)."""
+        """Problems kept as published, and defaults a loader applied (one per line)."""
         return self._notes
 
     @property
@@ -366,14 +364,14 @@ class LabelledSet:
     def facts(self, i: int) -> dict[str, Any]:
         """The facts of row ``i`` (by position) as plain JSON values, ``None`` when absent."""
         row = self._frame.iloc[int(i)]
-        return {c: _plain(row[c]) for c in self._fact_columns}
+        return {c: plain_value(row[c]) for c in self._fact_columns}
 
     def iter_facts(self) -> Iterator[dict[str, Any]]:
         """The facts of every row, in row order."""
         cols = [self._frame[c].tolist() for c in self._fact_columns]
         names = self._fact_columns
         for values in zip(*cols, strict=True) if cols else (() for _ in range(len(self))):
-            yield {c: _plain(v) for c, v in zip(names, values, strict=True)}
+            yield {c: plain_value(v) for c, v in zip(names, values, strict=True)}
 
     def check_facts(self, schema: FactSchema) -> list[FactProblem]:
         """Check every row's facts against a facts schema (a rules file's ``facts``).
@@ -415,7 +413,7 @@ class LabelledSet:
                 zip(self._frame["id"].tolist(), *columns, strict=True)
             ):
                 for (c, spec), v in zip(checked, values, strict=True):
-                    v = _plain(v)
+                    v = plain_value(v)
                     reason = check_fact_value(spec, json_kind(v), v, v, required=spec.required)[1]
                     if reason is not None:
                         problems.append(FactProblem(i + 1, rid, c, reason))
@@ -444,7 +442,7 @@ class LabelledSet:
         h = hashlib.sha256()
         h.update(f"hybridroute-labelled-set/{FINGERPRINT_VERSION}\n".encode())
         h.update(canonical_json(columns).encode("utf-8") + b"\n")
-        data = [[_plain(v) for v in frame[c].tolist()] for c in columns]
+        data = [[plain_value(v) for v in frame[c].tolist()] for c in columns]
         if extra:
             for row in zip(*data, strict=True):
                 h.update(canonical_json(list(row)).encode("utf-8") + b"\n")
@@ -557,7 +555,7 @@ class LabelledSet:
         ----------
         fractions : mapping of str to float, optional
             Split name → share; default ``{"train": 0.6, "calibration": 0.2, "test": 0.2}``.
-        Names are those of files: ``train``, ``validation``, ``calibration``, ``test``.
+            Names are those of files: ``train``, ``validation``, ``calibration``, ``test``.
         seed : int, default 0
             Which rows go where; the same seed gives the same split.
 
@@ -621,7 +619,7 @@ class LabelledSet:
         frame["text"] = pd.Series(clean, dtype=object, index=frame.index)
         annotations = [c for c in ANNOTATION_COLUMNS if c in frame.columns]
         for c in [*self._fact_columns, *annotations]:
-            values = [_plain(v) for v in frame[c].tolist()]
+            values = [plain_value(v) for v in frame[c].tolist()]
             out = [red.scrub({c: v})[c] for v in values]
             n = sum(1 for a, b in zip(values, out, strict=True) if a != b)
             if not n:
@@ -684,47 +682,7 @@ class LabelledSet:
         """
         if scrub:
             return self.scrubbed().export(path)
-        p = Path(path)
-        suffix = p.suffix.lower()
-        if suffix not in (".csv", ".jsonl"):
-            raise DatasetError("export writes .csv or .jsonl files", path=str(p))
-        frame = self._frame
-        has_split = any(s is not None for s in frame["split"].tolist())
-        annotations = [c for c in ANNOTATION_COLUMNS if c in frame.columns]
-        head = ["text", "label"] + (["split"] if has_split else [])
-        columns = head + list(self._fact_columns) + annotations + ["id"]
-        data = {c: frame[c].tolist() for c in columns}
-        n = len(frame)
-
-        def write_csv(fh: IO[str]) -> None:
-            # csv quotes a field only for the characters of its line terminator, so rows are
-            # formatted with "\r\n" (a cell holding a lone "\r" is quoted too) and written
-            # ending in "\n"
-            buf = io.StringIO()
-            writer = csv.writer(buf, lineterminator="\r\n")
-
-            def line(cells: list[str]) -> str:
-                buf.seek(0)
-                buf.truncate()
-                writer.writerow(cells)
-                return buf.getvalue()[:-2] + "\n"
-
-            fh.write(line([escape_formula(c) for c in columns]))
-            for i in range(n):
-                fh.write(line([_csv_cell(data[c][i]) for c in columns]))
-
-        def write_jsonl(fh: IO[str]) -> None:
-            for i in range(n):
-                obj: dict[str, Any] = {c: data[c][i] for c in head}
-                if self._fact_columns:
-                    obj["facts"] = {c: _plain(data[c][i]) for c in self._fact_columns}
-                for c in annotations:
-                    obj[c] = _plain(data[c][i])
-                obj["id"] = data["id"][i]
-                fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
-
-        _write_atomically(p, write_csv if suffix == ".csv" else write_jsonl)
-        return p
+        return write_set(Path(path), self._frame, self._fact_columns)
 
     # ------------------------------------------------------------------ dunder
 
@@ -734,58 +692,3 @@ class LabelledSet:
             f"LabelledSet({self._name!r}, rows={len(self)}, labels={len(self.labels)}, "
             f"{splits}, fingerprint={self.fingerprint[:12]})"
         )
-
-
-def _from_cell(value: Any) -> Any:
-    """A DataFrame cell as a JSON value (numpy scalars unwrapped, missing → None)."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
-        value = value.tolist()  # numpy scalar or array
-        if isinstance(value, float) and math.isnan(value):
-            return None
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-def _csv_cell(value: Any) -> str:
-    value = _plain(value)
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return escape_formula(value)
-    # a JSON number, boolean, list or object: never starts like a formula but for a
-    # negative number, which a spreadsheet reads as the number it is
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _write_atomically(path: Path, write: Callable[[IO[str]], None]) -> None:
-    """Write a UTF-8 file beside ``path`` and move it into place once complete."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise DatasetError(f"cannot write the file ({exc.strerror})", path=str(path)) from None
-    else:
-        if not stat.S_ISREG(info.st_mode):
-            what = (
-                "a directory"
-                if stat.S_ISDIR(info.st_mode)
-                else "not a regular file (a FIFO, a device or a socket)"
-            )
-            raise DatasetError(f"is {what}; export writes a regular file", path=str(path))
-    tmp = path.with_name(f".{path.name}.part-{os.getpid()}")
-    try:
-        with tmp.open("w", encoding="utf-8", newline="") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise DatasetError(f"cannot write the file ({exc.strerror})", path=str(path)) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._cachedir import cache_root
 from .._safeio import parse_json, read_bytes
 from .._version import __version__
 from ..exceptions import DatasetError, DatasetUnavailableError, InputError
@@ -101,13 +102,7 @@ def resolve_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path | N
 
 def cache_dir() -> Path:
     """Where downloaded public sets are kept (``.../hybridroute/datasets``)."""
-    env = os.environ.get("HYBRIDROUTE_CACHE_DIR")
-    if env:
-        base = Path(env).expanduser()
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "hybridroute"
-    return base / "datasets"
+    return cache_root() / "datasets"
 
 
 def _offline() -> bool:

@@ -17,7 +17,24 @@ from ._io import read_csv, read_jsonl, sniff_kind
 from ._labelled import LabelledSet
 from ._validate import Options, build, fact_types_from
 
-__all__ = ["list_datasets", "load_checked", "load_dataset"]
+__all__ = [
+    "AUTO_SPLIT_FRACTIONS",
+    "AUTO_SPLIT_SEED",
+    "OOS_LABELS",
+    "list_datasets",
+    "load_checked",
+    "load_dataset",
+]
+
+#: ``oos_label="auto"`` (a file's default): the out-of-scope label is found by convention.
+AUTO = "auto"
+#: The labels that mark a file's out-of-scope rows by default (CLINC150's is ``oos``, the
+#: bundled support-tickets set's ``out_of_scope``); a file may use one of them, not both.
+OOS_LABELS = ("out_of_scope", "oos")
+#: How a file without a split column is split when loaded (``auto_split=True``).
+AUTO_SPLIT_FRACTIONS = {"train": 0.6, "calibration": 0.2, "test": 0.2}
+#: The seed of that split: fixed, so every command that loads the file gets the same rows.
+AUTO_SPLIT_SEED = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +127,13 @@ def load_dataset(ref: str | os.PathLike[str], **options: Any) -> LabelledSet:
         ``text_column="text"``, ``label_column="label"``, ``split_column="split"``,
         ``id_column="id"``, ``label_set`` (labels outside it are errors), ``fact_types``
         (``{fact: type}`` or a :class:`~hybridroute.contracts.FactSchema`; other fact
-        columns get the type most of their rows have), ``oos_label``,
-        ``max_text_chars`` (default 10,000) and ``on_error`` (``"raise"`` or ``"skip"``:
-        bad rows are left out and listed in :attr:`LabelledSet.skipped`).
+        columns get the type most of their rows have), ``oos_label`` (default
+        ``"auto"``: rows labelled ``out_of_scope`` or ``oos`` are out of scope; ``None``:
+        none), ``max_text_chars`` (default 10,000), ``on_error`` (``"raise"`` or
+        ``"skip"``: bad rows are left out and listed in :attr:`LabelledSet.skipped`) and
+        ``auto_split`` (default True: a file without a split column is split 60/20/20
+        into train / calibration / test when loaded, seeded and stratified; see
+        :func:`load_file`).
 
     Returns
     -------
@@ -217,11 +238,26 @@ def load_file(
     id_column: str = "id",
     label_set: Iterable[str] | None = None,
     fact_types: Mapping[str, str] | FactSchema | None = None,
-    oos_label: str | None = None,
+    oos_label: str | None = AUTO,
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
     on_error: str = "raise",
+    auto_split: bool = True,
 ) -> LabelledSet:
-    """Load a labelled CSV or JSONL file (see :func:`load_dataset` for the options)."""
+    """Load a labelled CSV or JSONL file (see :func:`load_dataset` for the options).
+
+    Two defaults make a file of your own work like the public sets, each said in the set's
+    :attr:`~LabelledSet.notes` and recorded in its provenance:
+
+    * a file without a split column is split when it is loaded (``auto_split``): seeded
+      (seed 0), stratified by label, rows with the same text kept together, 60% ``train``,
+      20% ``calibration``, 20% ``test`` (:data:`AUTO_SPLIT_FRACTIONS`) -- so every command
+      that loads the file sees the same rows in the same split (train on ``train``,
+      calibrate on ``calibration``, evaluate on ``test``). Add a ``split`` column to choose
+      the rows yourself;
+    * rows labelled ``out_of_scope`` or ``oos`` (:data:`OOS_LABELS`) are the set's
+      out-of-scope rows (``oos_label="auto"``); pass ``oos_label=None`` for none, or the
+      label you use.
+    """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
     if isinstance(label_set, str):
@@ -244,6 +280,14 @@ def load_file(
         on_error=on_error,
     )
     built = build(raw, opt)
+    notes: list[str] = []
+    if oos_label == AUTO:
+        oos_label = _auto_oos_label(built.frame["label"], p)
+        if oos_label is not None:
+            notes.append(
+                f"{p.name}: rows labelled {oos_label!r} are out of scope (by convention: "
+                "'out_of_scope' or 'oos'; `train --oos-label none` or oos_label=None for none)"
+            )
     options = {
         "text_column": text_column,
         "label_column": label_column,
@@ -255,10 +299,41 @@ def load_file(
         "max_text_chars": int(max_text_chars),
         "on_error": on_error,
     }
-    return LabelledSet._from_built(
+    options["auto_split"] = bool(auto_split)
+    ds = LabelledSet._from_built(
         built,
         name=p.stem,
         source=str(p),
         oos_label=oos_label,
         provenance={"loader": kind, "options": options},
     )
+    if auto_split and not ds.splits:
+        try:
+            ds = ds.with_splits(AUTO_SPLIT_FRACTIONS, seed=AUTO_SPLIT_SEED)
+        except DatasetError as exc:  # too few rows: every split would not get one
+            notes.append(f"{p.name} has no {split_column!r} column and is not split: {exc}")
+        else:
+            counts = ", ".join(f"{k} {v:,}" for k, v in ds.splits.items())
+            notes.append(
+                f"{p.name} has no {split_column!r} column: its rows were split when loaded "
+                f"({counts}; stratified by label, seed {AUTO_SPLIT_SEED}; the same rows "
+                "every time), so training, calibration and evaluation use different rows; "
+                "add a split column to choose them yourself"
+            )
+    if notes:
+        ds = ds._with_notes(notes)
+    return ds
+
+
+def _auto_oos_label(labels: Iterable[Any], path: Path) -> str | None:
+    """The out-of-scope label a file uses by convention (:data:`OOS_LABELS`), or ``None``."""
+    present = {str(v) for v in labels}
+    found = [label for label in OOS_LABELS if label in present]
+    if len(found) > 1:
+        raise DatasetError(
+            f"rows are labelled both {found[0]!r} and {found[1]!r}, and either marks "
+            "out-of-scope rows; relabel one, or pass oos_label= to say which is out of scope",
+            path=str(path),
+            column="label",
+        )
+    return found[0] if found else None

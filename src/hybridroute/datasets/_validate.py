@@ -69,7 +69,7 @@ from ._io import RawTable
 class SkippedRow(NamedTuple):
     """One row left out by ``on_error="skip"``: where, and why.
 
-    Parameters
+    Attributes
     ----------
     row : int
         The row as the user counts it: a CSV data row (1-based, the header is row 0,
@@ -88,7 +88,7 @@ class SkippedRow(NamedTuple):
 class FactProblem(NamedTuple):
     """A fact that breaks a facts schema (:meth:`LabelledSet.check_facts`).
 
-    Parameters
+    Attributes
     ----------
     row : int or None
         The 1-based position of the row in the set; ``None`` for a required fact that is
@@ -179,6 +179,25 @@ def fact_types_from(spec: Mapping[str, str] | FactSchema | None) -> dict[str, st
 
 # --------------------------------------------------------------------------- build
 
+#: One validated row: (path, row, id, text, label, split, facts, annotations).
+_Row = tuple[str, int, str, str, str, str | None, dict[str, Any], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Which column of a raw table plays which role (see :func:`_layout`)."""
+
+    path: str
+    is_csv: bool
+    header_row: int | None
+    text_col: str
+    label_col: str
+    split_col: str | None
+    id_col: str | None
+    role_columns: frozenset[str]
+    annotation_cols: list[str]
+    fact_cols_csv: list[str]
+
 
 def build(raw: RawTable, opt: Options) -> Built:
     """Validate ``raw`` and turn it into the labelled-set frame.
@@ -192,10 +211,38 @@ def build(raw: RawTable, opt: Options) -> Built:
     if opt.on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', not {opt.on_error!r}")
     raising = opt.on_error == "raise"
+    lay = _layout(raw, opt)
+    if not raw.records and not raw.row_errors:
+        what = (
+            "the file has a header but no data rows" if lay.is_csv else "the file has no data rows"
+        )
+        raise DatasetError(what, path=lay.path)
+
+    skipped: list[SkippedRow] = []
+    pending = sorted(raw.row_errors, key=lambda e: e.row or 0)
+    if not raising:
+        skipped.extend(SkippedRow(e.row or 0, e.column, _reason(e)) for e in pending)
+        pending = []
+    rows = _read_rows(raw, opt, lay, pending, skipped)
+    rows, fact_cols, fact_types, notes = _settle_facts(rows, opt, lay, skipped)
+    rows = _check_across_rows(rows, opt, lay, skipped, notes)
+    skipped.sort(key=lambda s: s.row)
+    _check_whole_set(rows, skipped, lay)
+    return Built(
+        _frame(rows, fact_cols, lay.annotation_cols), tuple(fact_cols), fact_types, skipped, notes
+    )
+
+
+def _layout(raw: RawTable, opt: Options) -> _Layout:
+    """Resolve the role columns of ``raw``; raise for a missing or a reserved column.
+
+    A split or id column the table lacks is dropped unless required; a CSV file must have
+    its text and label columns (a JSONL row missing one is a row problem, found later).
+    Every other CSV column is a fact column, and may not bear a reserved name.
+    """
     is_csv = raw.kind == "csv"
     path = raw.path
     header_row = 0 if is_csv else None
-
     text_col, label_col = opt.text_column, opt.label_column
     columns = list(raw.columns)
     present = set(columns)
@@ -213,6 +260,7 @@ def build(raw: RawTable, opt: Options) -> Built:
                 _missing_column(path, header_row, col, columns, is_csv)
     role_columns = {text_col, label_col} | {c for c in (split_col, id_col) if c is not None}
     annotation_cols = [c for c in ANNOTATION_COLUMNS if c in present and c not in role_columns]
+    fact_cols_csv: list[str] = []
     if is_csv:
         fact_cols_csv = [c for c in columns if c not in role_columns and c not in annotation_cols]
         for c in fact_cols_csv:
@@ -224,58 +272,61 @@ def build(raw: RawTable, opt: Options) -> Built:
                     row=0,
                     column=c,
                 )
-    else:
-        fact_cols_csv = []
+    return _Layout(
+        path=path,
+        is_csv=is_csv,
+        header_row=header_row,
+        text_col=text_col,
+        label_col=label_col,
+        split_col=split_col,
+        id_col=id_col,
+        role_columns=frozenset(role_columns),
+        annotation_cols=annotation_cols,
+        fact_cols_csv=fact_cols_csv,
+    )
 
-    if not raw.records and not raw.row_errors:
-        what = "the file has a header but no data rows" if is_csv else "the file has no data rows"
-        raise DatasetError(what, path=path)
 
-    skipped: list[SkippedRow] = []
-    pending = sorted(raw.row_errors, key=lambda e: e.row or 0)
-    if not raising:
-        skipped.extend(SkippedRow(e.row or 0, e.column, _reason(e)) for e in pending)
-        pending = []
+def _read_rows(
+    raw: RawTable,
+    opt: Options,
+    lay: _Layout,
+    pending: list[DatasetError],
+    skipped: list[SkippedRow],
+) -> list[_Row]:
+    """Pass 1: check each row on its own (id, text, label, split, fact cells, annotations).
 
-    label_set = opt.label_set
-    max_chars = opt.max_text_chars
-    make_id = opt.make_id
+    ``pending`` are the reader's own row errors (raised in row order among the checks'
+    when raising; empty when skipping, as they are already in ``skipped``).
+    """
+    raising = opt.on_error == "raise"
     declared_types = dict(opt.fact_types or {})
-
-    # ---------------------------------------------------------------- pass 1: each row
-    rows: list[tuple[str, int, str, str, str, str | None, dict[str, Any], dict[str, Any]]] = []
+    rows: list[_Row] = []
     for rpath, row, rec in raw.records:
         if pending and (pending[0].row or 0) < row:
             raise pending[0]
         try:
-            # id
-            if id_col is not None:
-                rid = _read_id(rec.get(id_col), id_col)
+            if lay.id_col is not None:
+                rid = _read_id(rec.get(lay.id_col), lay.id_col)
             else:
-                rid = make_id(rpath, row) if make_id is not None else str(row)
-            # text
-            text = read_text(rec.get(text_col), text_col, max_chars)
-            # label
-            label = read_label(rec.get(label_col), label_col, label_set)
-            # split
+                rid = opt.make_id(rpath, row) if opt.make_id is not None else str(row)
+            text = read_text(rec.get(lay.text_col), lay.text_col, opt.max_text_chars)
+            label = read_label(rec.get(lay.label_col), lay.label_col, opt.label_set)
             split: str | None = None
-            if split_col is not None:
-                split = _read_split(rec.get(split_col), split_col)
-            # facts
-            if is_csv:
+            if lay.split_col is not None:
+                split = _read_split(rec.get(lay.split_col), lay.split_col)
+            if lay.is_csv:
                 facts = {}
-                for c in fact_cols_csv:
+                for c in lay.fact_cols_csv:
                     cell = rec[c]
                     _check_chars(c, "the value", cell)
                     if declared_types.get(c) != "str":
                         _check_csv_cell(c, cell)
                     facts[c] = cell
             else:
-                facts = json_facts(rec, role_columns | set(annotation_cols))
-            # annotations
+                facts = json_facts(rec, lay.role_columns | set(lay.annotation_cols))
             notes_: dict[str, Any] = {}
-            for c in annotation_cols:
-                notes_[c] = _read_annotation(c, rec.get(c), is_csv)
+            for c in lay.annotation_cols:
+                notes_[c] = _read_annotation(c, rec.get(c), lay.is_csv)
         except _Bad as bad:
             if raising:
                 if pending and (pending[0].row or 0) < row:
@@ -286,10 +337,19 @@ def build(raw: RawTable, opt: Options) -> Built:
         rows.append((rpath, row, rid, text, label, split, facts, notes_))
     if pending:
         raise pending[0]
+    return rows
 
-    # ---------------------------------------------------------------- pass 2: fact columns
-    if is_csv:
-        fact_cols = list(fact_cols_csv)
+
+def _settle_facts(
+    rows: list[_Row], opt: Options, lay: _Layout, skipped: list[SkippedRow]
+) -> tuple[list[_Row], list[str], dict[str, str], list[str]]:
+    """Pass 2: settle each fact column's type and check its values against it.
+
+    Returns the rows left, the fact columns, their types and the notes. A value that breaks
+    its column's type (or its schema) raises, or leaves its row out when skipping.
+    """
+    if lay.is_csv:
+        fact_cols = list(lay.fact_cols_csv)
     else:
         seen_cols: dict[str, None] = {}
         for r in rows:
@@ -300,29 +360,29 @@ def build(raw: RawTable, opt: Options) -> Built:
     schema: FactSchema | None = getattr(opt.fact_types, "schema", None)
     notes: list[str] = []
     if schema is not None:
-        notes += _check_schema_columns(schema, fact_cols, rows, path, header_row)
+        notes += _check_schema_columns(schema, fact_cols, rows, lay.path, lay.header_row)
     elif opt.declared_must_exist:
         for name in declared:
             if name not in fact_cols:
                 raise DatasetError(
                     "a declared fact is not a column of the file "
                     f"(fact columns: {', '.join(fact_cols) or 'none'})",
-                    path=path,
-                    row=header_row,
+                    path=lay.path,
+                    row=lay.header_row,
                     column=name,
                 )
     fact_types: dict[str, str] = {}
     bad_rows: dict[int, tuple[str, str]] = {}
     for c in fact_cols:
         spec = schema[c] if schema is not None and c in schema else None
-        type_, problems, note = _settle_column(c, rows, is_csv, declared.get(c), spec)
+        type_, problems, note = _settle_column(c, rows, lay.is_csv, declared.get(c), spec)
         fact_types[c] = type_
         for idx, reason in problems:
             bad_rows.setdefault(idx, (c, reason))
         if note is not None:
             notes.append(note)
     if bad_rows:
-        if raising:
+        if opt.on_error == "raise":
             idx = min(bad_rows)
             c, reason = bad_rows[idx]
             raise DatasetError(reason, path=rows[idx][0], row=rows[idx][1], column=c)
@@ -330,17 +390,24 @@ def build(raw: RawTable, opt: Options) -> Built:
             c, reason = bad_rows[idx]
             skipped.append(SkippedRow(rows[idx][1], c, reason))
         rows = [r for i, r in enumerate(rows) if i not in bad_rows]
+    return rows, fact_cols, fact_types, notes
 
-    # ---------------------------------------------------------------- pass 3: across rows
+
+def _check_across_rows(
+    rows: list[_Row], opt: Options, lay: _Layout, skipped: list[SkippedRow], notes: list[str]
+) -> list[_Row]:
+    """Pass 3: refuse a duplicate id, and the same text under two labels (noted instead
+    with ``allow_conflicts``); return the rows kept."""
     first_id: dict[str, int] = {}
     first_text: dict[str, tuple[str, int, str]] = {}
-    kept: list[Any] = []
+    kept: list[_Row] = []
     for r in rows:
         rpath, row, rid, text, label = r[0], r[1], r[2], r[3], r[4]
         try:
             if rid in first_id:
                 raise _Bad(
-                    id_col or "id", f"duplicate id {rid!r} (first given at row {first_id[rid]})"
+                    lay.id_col or "id",
+                    f"duplicate id {rid!r} (first given at row {first_id[rid]})",
                 )
             key = text_key(text)
             prior = first_text.get(key)
@@ -348,26 +415,29 @@ def build(raw: RawTable, opt: Options) -> Built:
                 where = f"row {prior[1]}" if prior[0] == rpath else f"{prior[0]}, row {prior[1]}"
                 msg = f"the same text is labelled {prior[2]!r} at {where} and {label!r} here"
                 if not opt.allow_conflicts:
-                    raise _Bad(label_col, msg)
-                notes.append(f"{rpath}, row {row}, column {label_col!r}: {msg} (kept as published)")
+                    raise _Bad(lay.label_col, msg)
+                notes.append(
+                    f"{rpath}, row {row}, column {lay.label_col!r}: {msg} (kept as published)"
+                )
         except _Bad as bad:
-            if raising:
+            if opt.on_error == "raise":
                 raise DatasetError(bad.reason, path=rpath, row=row, column=bad.column) from None
             skipped.append(SkippedRow(row, bad.column, bad.reason))
             continue
         first_id[rid] = row
         first_text.setdefault(key, (rpath, row, label))
         kept.append(r)
-    rows = kept
-    skipped.sort(key=lambda s: s.row)
+    return kept
 
-    # ---------------------------------------------------------------- whole-set checks
+
+def _check_whole_set(rows: list[_Row], skipped: list[SkippedRow], lay: _Layout) -> None:
+    """Raise when no row is left, or when the rows left hold a single class."""
     if not rows:
         first = skipped[0]
         where = f"row {first.row}" + (f", column {first.column!r}" if first.column else "")
         raise DatasetError(
             f"no valid rows: all {len(skipped)} rows were skipped (first: {where}: {first.reason})",
-            path=path,
+            path=lay.path,
         )
     distinct = {r[4] for r in rows}
     if len(distinct) < 2:
@@ -383,10 +453,13 @@ def build(raw: RawTable, opt: Options) -> Built:
         raise DatasetError(
             f"every one of the {len(rows)} rows{left} has the label {only!r}; "
             "a labelled set needs at least two classes",
-            path=path,
-            column=label_col,
+            path=lay.path,
+            column=lay.label_col,
         )
 
+
+def _frame(rows: list[_Row], fact_cols: list[str], annotation_cols: list[str]) -> pd.DataFrame:
+    """The labelled-set frame of the validated rows: id, text, label, split, facts, annotations."""
     data: dict[str, Any] = {
         "id": [r[2] for r in rows],
         "text": [r[3] for r in rows],
@@ -397,8 +470,7 @@ def build(raw: RawTable, opt: Options) -> Built:
         data[c] = pd.Series([r[6].get(c) for r in rows], dtype=object)
     for c in annotation_cols:
         data[c] = pd.Series([r[7].get(c) for r in rows], dtype=object)
-    frame = pd.DataFrame(data)
-    return Built(frame, tuple(fact_cols), fact_types, skipped, notes)
+    return pd.DataFrame(data)
 
 
 # --------------------------------------------------------------------------- pieces

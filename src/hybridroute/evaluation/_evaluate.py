@@ -322,9 +322,53 @@ def evaluate_router(
     gold = [str(g) for g in dataset.y]
     frame = dataset.frame
     next_steps = list(frame["next_step"]) if "next_step" in frame.columns else [None] * len(texts)
+    decisions, seconds = _route_all(router, dataset, batch_size)
+    n = len(decisions)
+    rows = _decision_rows(decisions, texts, gold, next_steps)
+    labels = sorted(set(router.classes) | set(gold))
+    result = _classified_metrics(rows, labels, n_boot=n_boot, seed=seed)
+    result["n"] = n
+    _add_next_step_metrics(result, rows, n_boot=n_boot, seed=seed)
+    result["decisions_by_stage"] = dict(sorted(Counter(r["stage"] for r in rows).items()))
+    result["decisions_by_destination"] = dict(
+        sorted(Counter(r["destination"] for r in rows).items())
+    )
+    deferred = Counter(r["reason_code"] for r in rows if r["stage"] in DEFERRED_STAGES)
+    result["abstention_rate"] = _r(sum(deferred.values()) / n) if n else None
+    result["abstentions_by_reason"] = dict(sorted(deferred.items()))
+    causes = Counter(r["cause"] for r in rows if r["cause"] is not None)
+    result["fallbacks_by_cause"] = dict(sorted(causes.items()))
+    result["rules"] = _rule_stats(rows)
+    # which rules never fired and which destinations no row reached: the rule set's own
+    # coverage (the one definition `hybridroute rules test` uses), over these decisions
+    coverage = getattr(router.rules, "coverage", None)
+    if callable(coverage):
+        result["rule_coverage"] = coverage(
+            decisions, model_destinations=getattr(router, "model_destinations", None)
+        )
+    usage = [dict(d.detail.get("usage") or {}) for d in decisions if d.detail.get("usage")]
+    result["usage"] = _usage_totals(usage)
+    result["latency"] = {
+        "seconds": round(seconds, 4),
+        "per_item_ms": round(seconds / max(n, 1) * 1000.0, 4),
+        "items_per_s": round(n / seconds, 2) if seconds > 0 else None,
+    }
+    result["mode"] = "router"
+    result["router"] = router.name
+    result["router_version"] = router.version
+    result["items"] = rows
+    return Evaluation(result)
+
+
+def _route_all(router: BatchRouter, dataset: Any, batch_size: int) -> tuple[list[Any], float]:
+    """Route every row of ``dataset`` in batches of ``batch_size``: its text and the facts
+    the router's rules declare (absent values left out, so the schema's defaults apply).
+
+    Returns the decisions and the seconds the routing took.
+    """
     fact_names = set(router.rules.schema.names)
     items_in = []
-    for i, text in enumerate(texts):
+    for i, text in enumerate(dataset.texts):
         # null is the schema's to read: absent for a fact not declared nullable
         facts = {k: v for k, v in dataset.facts(i).items() if k in fact_names}
         items_in.append({"facts": facts, "text": text})
@@ -332,9 +376,17 @@ def evaluate_router(
     decisions = []
     for start in range(0, len(items_in), batch_size):
         decisions.extend(router.route_many(items_in[start : start + batch_size]))
-    seconds = time.perf_counter() - t0
-    n = len(decisions)
+    return decisions, time.perf_counter() - t0
 
+
+def _decision_rows(
+    decisions: Sequence[Any],
+    texts: Sequence[str],
+    gold: Sequence[str],
+    next_steps: Sequence[Any],
+) -> list[dict[str, Any]]:
+    """One report row per decision: its text, gold label and next step, what was decided,
+    and whether it was right (intent: model stages only; next step: where there is one)."""
     rows = []
     for i, d in enumerate(decisions):
         gold_next = next_steps[i] if isinstance(next_steps[i], str) and next_steps[i] else None
@@ -355,8 +407,14 @@ def evaluate_router(
                 "cause": fallback_cause(d),  # None unless a fallback
             }
         )
+    return rows
+
+
+def _classified_metrics(
+    rows: Sequence[Mapping[str, Any]], labels: Sequence[str], *, n_boot: int, seed: int
+) -> dict[str, Any]:
+    """Intent metrics, coverage and selective precision over the rows no rule decided."""
     model_rows = [r for r in rows if r["stage"] != "rule"]
-    labels = sorted(set(router.classes) | set(gold))
     if model_rows:
         conf = np.array(
             [np.nan if r["confidence"] is None else r["confidence"] for r in model_rows],
@@ -373,7 +431,6 @@ def evaluate_router(
         auto = [r for r in model_rows if is_auto_routed(r["stage"], r["reason_code"])]
         n_right = sum(bool(r["correct"]) for r in auto)
         result.update(selective_summary(len(model_rows), len(auto), n_right))
-        result["n_classified"] = len(model_rows)
     else:
         result = {
             "n": 0,
@@ -382,28 +439,31 @@ def evaluate_router(
             "coverage": None,
             "selective_precision": None,
         }
-    result["n"] = n
     result["n_classified"] = len(model_rows)
+    return result
+
+
+def _add_next_step_metrics(
+    result: dict[str, Any], rows: Sequence[Mapping[str, Any]], *, n_boot: int, seed: int
+) -> None:
+    """Add the next-step accuracy (with its bootstrap interval) over the rows with a gold
+    next step to ``result``."""
     scored = [r for r in rows if r["next_step_correct"] is not None]
-    if scored:
-        ok = np.array([r["next_step_correct"] for r in scored], dtype=float)
-        result["next_step_accuracy"] = share(int(ok.sum()), len(ok))
-        result["next_step_accuracy_ci"] = list(
-            bootstrap_ci(lambda idx: float(ok[idx].mean()), len(ok), n_boot=n_boot, seed=seed)
-        )
-        result["n_next_step"] = len(scored)
-        result.setdefault("bootstrap", bootstrap_note("percentile", n_boot, seed, 0.95))
-    else:
+    if not scored:
         result["next_step_accuracy"] = None
-    result["decisions_by_stage"] = dict(sorted(Counter(r["stage"] for r in rows).items()))
-    result["decisions_by_destination"] = dict(
-        sorted(Counter(r["destination"] for r in rows).items())
+        return
+    ok = np.array([r["next_step_correct"] for r in scored], dtype=float)
+    result["next_step_accuracy"] = share(int(ok.sum()), len(ok))
+    result["next_step_accuracy_ci"] = list(
+        bootstrap_ci(lambda idx: float(ok[idx].mean()), len(ok), n_boot=n_boot, seed=seed)
     )
-    deferred = Counter(r["reason_code"] for r in rows if r["stage"] in DEFERRED_STAGES)
-    result["abstention_rate"] = _r(sum(deferred.values()) / n) if n else None
-    result["abstentions_by_reason"] = dict(sorted(deferred.items()))
-    causes = Counter(r["cause"] for r in rows if r["cause"] is not None)
-    result["fallbacks_by_cause"] = dict(sorted(causes.items()))
+    result["n_next_step"] = len(scored)
+    result.setdefault("bootstrap", bootstrap_note("percentile", n_boot, seed, 0.95))
+
+
+def _rule_stats(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per rule (or the default exit): how often it fired, and how often its decision
+    matched the gold next step where there is one."""
     rule_stats: dict[str, dict[str, Any]] = {}
     for r in rows:
         if r["stage"] != "rule":
@@ -416,23 +476,4 @@ def evaluate_router(
             st["matches_gold"] += int(r["next_step_correct"])
     for st in rule_stats.values():
         st["match_rate"] = _r(st["matches_gold"] / st["scored"]) if st["scored"] else None
-    result["rules"] = dict(sorted(rule_stats.items()))
-    # which rules never fired and which destinations no row reached: the rule set's own
-    # coverage (the one definition `hybridroute rules test` uses), over these decisions
-    coverage = getattr(router.rules, "coverage", None)
-    if callable(coverage):
-        result["rule_coverage"] = coverage(
-            decisions, model_destinations=getattr(router, "model_destinations", None)
-        )
-    usage = [dict(d.detail.get("usage") or {}) for d in decisions if d.detail.get("usage")]
-    result["usage"] = _usage_totals(usage)
-    result["latency"] = {
-        "seconds": round(seconds, 4),
-        "per_item_ms": round(seconds / max(n, 1) * 1000.0, 4),
-        "items_per_s": round(n / seconds, 2) if seconds > 0 else None,
-    }
-    result["mode"] = "router"
-    result["router"] = router.name
-    result["router_version"] = router.version
-    result["items"] = rows
-    return Evaluation(result)
+    return dict(sorted(rule_stats.items()))

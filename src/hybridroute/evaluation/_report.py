@@ -7,6 +7,13 @@ the confidence of hits vs misses, each under a heading with one sentence on how 
 it. The metrics table says what each number is and what it is counted over. The same
 PNGs are written next to it for MLflow to log.
 
+When the evaluation ran a fitted policy (``write_report(..., policy=)``, or a ``policy``
+summary in the evaluation), the report says what the policy promised and whether this set
+kept the promise: its objective, target, δ and threshold, whether the target was certified
+(the bound, or why not and how many calibration items it would need), the selective
+precision observed here against the target, and the label-mix check -- how far this set's
+gold labels depart from the calibration data the certificate holds for.
+
 The plots are drawn on their own :class:`matplotlib.figure.Figure` objects, each with its
 own Agg canvas: no pyplot, no backend switch, no rcParams change, so writing a report from
 a notebook leaves its inline backend and style as they were.
@@ -34,6 +41,7 @@ from ..calibration._metrics import DEFAULT_ECE_BINS
 __all__ = ["write_report"]
 
 _MAX_CONFUSION_LABELS = 40
+_MIX_HEADER = ["label", "calibration share", "share here"]
 
 
 #: Equal-width bins of the headline ECE (the evaluation's metric, defined in calibration).
@@ -165,6 +173,127 @@ def _headline(ev: dict[str, Any]) -> list[tuple[str, Any, str]]:
         if ev.get(key) is not None:
             rows.append((name, ev[key], meaning))
     return rows
+
+
+def policy_summary(policy: Any) -> dict[str, Any]:
+    """What the report shows of a fitted policy (a :class:`~hybridroute.calibration.Policy`)."""
+    g = dict(policy.guarantee or {})
+    thresholds = dict(policy.thresholds or {})
+    objective = (policy.provenance or {}).get("objective_args", {}).get("objective")
+    cal = dict(policy.calibration_data or {})
+    return {
+        "objective": objective,
+        "target": g.get("target"),
+        "delta": g.get("delta"),
+        "certified": bool(g.get("certified")),
+        "bound": g.get("bound"),
+        "reason": g.get("reason"),
+        "required_calibration_size": g.get("required_calibration_size"),
+        "threshold": thresholds.get("auto"),
+        "ask_threshold": thresholds.get("ask"),
+        "fallback": thresholds.get("fallback"),
+        "calibration_size": cal.get("size"),
+        "calibration_label_counts": cal.get("label_counts"),
+        "model_fingerprint": getattr(policy, "model_fingerprint", None),
+    }
+
+
+def _label_mix(ev: dict[str, Any], policy: Any) -> dict[str, Any] | None:
+    """The calibration-vs-this-set label-mix check: the evaluation's, or computed here."""
+    if ev.get("label_mix"):
+        return dict(ev["label_mix"])
+    if policy is None or not (policy.calibration_data or {}).get("label_counts"):
+        return None
+    gold = [str(r["gold"]) for r in ev.get("items") or [] if r.get("gold") is not None]
+    if not gold:
+        return None
+    mix = policy.check_label_mix(gold)
+    return mix.to_dict() if hasattr(mix, "to_dict") else dict(vars(mix))
+
+
+def _guarantee_rows(ev: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The policy section's table: what was promised, and what this set showed."""
+    pol = ev.get("policy")
+    if not pol:
+        return []
+    rows: list[tuple[str, str, str]] = []
+    target, delta = pol.get("target"), pol.get("delta")
+    if pol.get("objective"):
+        rows.append(("objective", str(pol["objective"]), "what the thresholds were fitted for"))
+    if target is not None:
+        rows.append(("target", _fmt(float(target)), "the auto-routed precision asked for"))
+    if delta is not None:
+        rows.append(("δ", _fmt(float(delta)), "the chance the certificate is allowed to be wrong"))
+    rows.append(
+        (
+            "threshold",
+            _fmt(pol.get("threshold")),
+            "auto-route at or above this calibrated confidence (– : nothing is auto-routed)",
+        )
+    )
+    if pol.get("ask_threshold") is not None:
+        rows.append(("ask threshold", _fmt(pol["ask_threshold"]), "ask the user at or above"))
+    if pol.get("certified"):
+        verdict = (
+            f"yes: precision ≥ {_fmt(target)} with probability ≥ {_fmt(1 - float(delta))} "
+            f"(lower bound {_fmt(pol.get('bound'))}) on traffic like the calibration data"
+            if target is not None and delta is not None
+            else "yes"
+        )
+    else:
+        need = pol.get("required_calibration_size")
+        verdict = "no" + (f": {pol['reason']}" if pol.get("reason") else "")
+        if need:
+            verdict += f" (about {need:,} calibration items would be needed)"
+    rows.append(("certified", verdict, "whether the data certified the target"))
+    if pol.get("calibration_size") is not None:
+        rows.append(
+            (
+                "calibration items",
+                str(pol["calibration_size"]),
+                "rows the thresholds were fitted on",
+            )
+        )
+    sp, n_auto = ev.get("selective_precision"), ev.get("n_auto_routed")
+    if target is not None and sp is not None:
+        met = "met" if float(sp) >= float(target) else "below the target"
+        rows.append(
+            (
+                "selective precision here",
+                f"{_fmt(sp)} ({met}, {n_auto} auto-routed)",
+                "the auto-routed precision on this set; one finite set can fall below a "
+                "certified target by chance (at most δ of the time for traffic like the "
+                "calibration data) -- the label-mix check says whether this set is like it",
+            )
+        )
+    mix = ev.get("label_mix")
+    if mix:
+        departs = "departs markedly" if mix.get("departs") else "like the calibration data"
+        rows.append(
+            (
+                "label mix",
+                f"{departs} (total variation {_fmt(mix.get('total_variation'))}, χ² p "
+                f"{_fmt(mix.get('p_value'))}, {mix.get('n_observed')} gold labels)",
+                "this set's gold labels against the calibration data's: the certificate holds "
+                "only for traffic like its calibration data",
+            )
+        )
+    return rows
+
+
+def _mix_rows(ev: dict[str, Any]) -> list[list[str]]:
+    mix = ev.get("label_mix") or {}
+    return [[str(label), _fmt(a), _fmt(b)] for label, a, b in mix.get("shifts") or []]
+
+
+_POLICY_TEXT = (
+    "What the fitted policy promised, and what this set showed. A certified threshold holds "
+    "for traffic like its calibration data, with probability at least 1 − δ."
+)
+_MIX_TEXT = (
+    "The labels whose share differs most between the calibration data and this set "
+    "(calibration share, share here)."
+)
 
 
 def _reliability_bins(n_scored: int) -> int:
@@ -452,6 +581,12 @@ def _markdown(ev: dict[str, Any], title: str) -> str:
     lines += _md_table(
         ["metric", "value", "what it is"], [[k, _fmt(v), m] for k, v, m in _headline(ev)]
     )
+    guarantee = _guarantee_rows(ev)
+    if guarantee:
+        lines += ["", "## Policy and its guarantee", "", _POLICY_TEXT, ""]
+        lines += _md_table(["", "value", "what it is"], [list(r) for r in guarantee])
+        if _mix_rows(ev):
+            lines += ["", _MIX_TEXT, "", *_md_table(_MIX_HEADER, _mix_rows(ev))]
     for heading, text, header, rows in _count_tables(ev):
         lines += ["", f"## {heading}", "", text]
         if rows:
@@ -495,6 +630,20 @@ def _html(ev: dict[str, Any], title: str, plots: dict[str, Path]) -> str:
         for k, v, m in _headline(ev)
     ]
     parts.append("</table>")
+    guarantee = _guarantee_rows(ev)
+    if guarantee:
+        parts.append(
+            f"<h2 id='policy'>Policy and its guarantee</h2><p class='how'>{esc(_POLICY_TEXT)}</p>"
+        )
+        parts.append("<table><tr><th></th><th>value</th><th>what it is</th></tr>")
+        parts += [
+            f"<tr><td>{esc(k)}</td><td>{esc(v)}</td><td class='what'>{esc(m)}</td></tr>"
+            for k, v, m in guarantee
+        ]
+        parts.append("</table>")
+        if _mix_rows(ev):
+            parts.append(f"<p class='how'>{esc(_MIX_TEXT)}</p>")
+            parts.append(_html_table(_MIX_HEADER, _mix_rows(ev)))
     for heading, text, header, rows in _count_tables(ev):
         parts.append(f"<h2>{esc(heading)}</h2><p class='how'>{esc(text)}</p>")
         if rows:
@@ -520,6 +669,7 @@ def write_report(
     *,
     title: str = "hybridroute evaluation",
     scrubber: Scrubber | None = None,
+    policy: Any = None,
 ) -> dict[str, Path]:
     """Write ``evaluation.json``, ``report.md``, ``report.html``, ``errors.csv`` and the plots.
 
@@ -534,6 +684,11 @@ def write_report(
     scrubber : Scrubber, optional
         What removes credentials (and hashes declared sensitive facts) from everything
         written; default: a fresh one (credentials only).
+    policy : Policy, optional
+        The fitted policy the evaluation ran (a router's ``router.policy``): the report
+        shows its target, δ, threshold, whether it was certified, and the label-mix check
+        of this set against its calibration data. Without it, a ``policy`` summary in the
+        evaluation (:func:`policy_summary`) is shown, if any.
 
     Returns
     -------
@@ -542,6 +697,12 @@ def write_report(
         ``plot_<name>``).
     """
     scrub = scrubber if scrubber is not None else Scrubber()
+    if policy is not None:
+        evaluation = dict(evaluation)
+        evaluation["policy"] = policy_summary(policy)
+        mix = _label_mix(evaluation, policy)
+        if mix is not None:
+            evaluation["label_mix"] = mix
     # one scrubbed copy: every file below (plot labels included) is rendered from it
     evaluation = scrub.value(evaluation)
     title = scrub.text(title)

@@ -510,48 +510,14 @@ def promotion_gate(
         max_disagreement = _fraction(max_disagreement, "the largest disagreement", closed=True)
     if isinstance(max_listed, bool) or int(max_listed) < 0:
         raise UserInputError(f"max_listed must be a count, got {max_listed!r}")
-    rows = [
-        r
-        for r in log.rows(router_version=incumbent.version, role="live")
-        if r["router"] == incumbent.name
-    ]
-    if not rows:
-        raise InputError(
-            f"the log holds no live decision of the incumbent {incumbent.name} {incumbent.version}",
-            path=where,
-        )
-    if not any(r.get("audited") == 1 for r in rows):
-        raise InputError(
-            f"the log holds no audited decision of the incumbent {incumbent.name} "
-            f"{incumbent.version}: route with an audit rate (--audit-rate and "
-            "HYBRIDROUTE_AUDIT_KEY) and add audit outcomes first",
-            path=where,
-        )
-    shadows = {
-        r["item_id"]: r["record"]
-        for r in log.rows(router_version=candidate.version, role="shadow")
-        if r["router"] == candidate.name and r["item_id"] is not None
-    }
+    rows = _live_rows(log, incumbent, where)
     items = [_Item(row=r) for r in rows]
-    for it in items:
-        rec = shadows.get(_live_key(it.row))
-        if rec is not None:
-            it.cand, it.source = _view(rec), "shadow"
-    rescore = not _same_model(incumbent, candidate)
-    _replay_all([it for it in items if it.cand is None], candidate, rescore=rescore)
+    shadows, rescore = _candidate_decisions(log, items, incumbent, candidate)
     try:
         labels = _settled(log, rows, [incumbent])
     except ValueError as exc:
         raise InputError(str(exc), path=where) from None
-    window = _calibration_window(candidate, incumbent, where)
-    fresh = items
-    if window is not None and window["this_log"] and not include_calibration_audits:
-        # the candidate's threshold was chosen on these audits: judging it on them again
-        # would be in-sample, so the precision check reads the decisions outside the window
-        lo, hi = int(window["first_seq"]), int(window["last_seq"])
-        fresh = [it for it in items if not lo <= int(it.row["seq"]) <= hi]
-    if window is not None:
-        window = {**window, "excluded": len(items) - len(fresh)}
+    fresh, window = _judged_items(items, candidate, incumbent, where, include_calibration_audits)
     checks = (
         _disagreement_check(
             log,
@@ -583,20 +549,91 @@ def promotion_gate(
             where=where,
         ),
     )
-    errors = [it.error for it in items if it.cand is None and it.error]
     return PromotionReport(
         incumbent=MappingProxyType({"name": incumbent.name, "version": incumbent.version}),
         candidate=MappingProxyType({"name": candidate.name, "version": candidate.version}),
         log=where,
         checks=checks,
-        decisions=MappingProxyType(
-            {
-                "inputs": len(items),
-                "from_shadow": sum(1 for it in items if it.source == "shadow"),
-                "from_replay": sum(1 for it in items if it.source == "replay"),
-                "unreplayable": sum(1 for it in items if it.cand is None),
-                "rescored": rescore,
-                "errors": errors[:max_listed],
-            }
-        ),
+        decisions=MappingProxyType(_decision_counts(items, rescore, max_listed)),
     )
+
+
+def _live_rows(log: LogBase, incumbent: RouterLike, where: str) -> list[dict[str, Any]]:
+    """The incumbent's live rows in the log; refused when there are none, or none audited."""
+    rows = [
+        r
+        for r in log.rows(router_version=incumbent.version, role="live")
+        if r["router"] == incumbent.name
+    ]
+    if not rows:
+        raise InputError(
+            f"the log holds no live decision of the incumbent {incumbent.name} {incumbent.version}",
+            path=where,
+        )
+    if not any(r.get("audited") == 1 for r in rows):
+        raise InputError(
+            f"the log holds no audited decision of the incumbent {incumbent.name} "
+            f"{incumbent.version}: route with an audit rate (--audit-rate and "
+            "HYBRIDROUTE_AUDIT_KEY) and add audit outcomes first",
+            path=where,
+        )
+    return rows
+
+
+def _candidate_decisions(
+    log: LogBase, items: list[_Item], incumbent: RouterLike, candidate: RouterLike
+) -> tuple[dict[Any, Any], bool]:
+    """Give each item the candidate's decision: its logged shadow decision, else a replay.
+
+    Returns the candidate's shadow records by item id and whether the replays rescored the
+    text (the candidate's model is not the incumbent's).
+    """
+    shadows = {
+        r["item_id"]: r["record"]
+        for r in log.rows(router_version=candidate.version, role="shadow")
+        if r["router"] == candidate.name and r["item_id"] is not None
+    }
+    for it in items:
+        rec = shadows.get(_live_key(it.row))
+        if rec is not None:
+            it.cand, it.source = _view(rec), "shadow"
+    rescore = not _same_model(incumbent, candidate)
+    _replay_all([it for it in items if it.cand is None], candidate, rescore=rescore)
+    return shadows, rescore
+
+
+def _judged_items(
+    items: list[_Item],
+    candidate: RouterLike,
+    incumbent: RouterLike,
+    where: str,
+    include_calibration_audits: bool,
+) -> tuple[list[_Item], dict[str, Any] | None]:
+    """The items the precision check judges, and the candidate's calibration window.
+
+    A candidate refitted on this log's audits is judged outside the ``seq`` window it was
+    fitted on (unless ``include_calibration_audits``); the window says how many that left out.
+    """
+    window = _calibration_window(candidate, incumbent, where)
+    fresh = items
+    if window is not None and window["this_log"] and not include_calibration_audits:
+        # the candidate's threshold was chosen on these audits: judging it on them again
+        # would be in-sample, so the precision check reads the decisions outside the window
+        lo, hi = int(window["first_seq"]), int(window["last_seq"])
+        fresh = [it for it in items if not lo <= int(it.row["seq"]) <= hi]
+    if window is not None:
+        window = {**window, "excluded": len(items) - len(fresh)}
+    return fresh, window
+
+
+def _decision_counts(items: list[_Item], rescore: bool, max_listed: int) -> dict[str, Any]:
+    """Where the candidate's decisions came from (shadow, replay, none) and the first errors."""
+    errors = [it.error for it in items if it.cand is None and it.error]
+    return {
+        "inputs": len(items),
+        "from_shadow": sum(1 for it in items if it.source == "shadow"),
+        "from_replay": sum(1 for it in items if it.source == "replay"),
+        "unreplayable": sum(1 for it in items if it.cand is None),
+        "rescored": rescore,
+        "errors": errors[:max_listed],
+    }

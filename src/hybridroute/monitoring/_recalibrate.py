@@ -50,7 +50,7 @@ from ._labels import (
 )
 
 if TYPE_CHECKING:
-    from ..calibration import Policy
+    from ..calibration import CertifiedPrecisionThreshold, Policy
     from ..records._logbase import LogBase
     from ._routing import RouterLike
 
@@ -100,7 +100,9 @@ def _keep(decision_id: str, ratio: float, seed: int) -> bool:
     return int.from_bytes(digest[:8], "big") / 2.0**64 < ratio
 
 
-def _fitter(policy: Policy, target: float | None, delta: float | None) -> Any:
+def _fitter(
+    policy: Policy, target: float | None, delta: float | None
+) -> CertifiedPrecisionThreshold:
     """A fresh fitter of the incumbent's kind; target and delta default to its own."""
     from ..calibration import CertifiedPrecisionThreshold
 
@@ -169,6 +171,55 @@ def recalibrate_from_log(
         a version whose vocabulary the log does not know (register it).
     """
     max_disputed_share = check_max_disputed_share(max_disputed_share)
+    version = _check_version(router, router_version)
+    policy = router.policy
+    fitter = _fitter(policy, target, delta)
+    lo = _parse_time(since, "--since")
+    hi = _parse_time(until, "--until")
+    if lo is not None and hi is not None and lo >= hi:
+        raise ValueError(f"--since ({since}) must be before --until ({until})")
+    audited = _audited_rows(log, router, version, lo, hi)
+    sample = _labelled_sample(log, router, version, audited, seed, max_disputed_share)
+    labelled = sample.labelled
+    scores = [float(row["confidence"]) for row, _ in labelled]
+    correct = [label.correct(row) for row, label in labelled]
+    fitter.fit(scores, correct)
+    # the gold intents of the settled rows (a disputed row has none): the label mix
+    settled = [label for _, label in labelled if not label.disputed]
+    gold = [label.gold_intent for label in settled]
+    mix = [str(g) for g in gold] if gold and all(g is not None for g in gold) else None
+    fingerprint = _data_fingerprint(labelled, correct)
+    window = _window(lo, hi, labelled)
+    provenance = {
+        "command": "hybridroute calibrate --from-log",
+        "log": log_name if log_name is not None else getattr(log, "where", None),
+        "router": router.name,
+        "router_version": version,
+        "incumbent_policy_sha256": policy.content_sha256,
+        "incumbent_threshold": policy.thresholds["auto"],
+        "window": window,
+        "audit_rate_min": sample.pi_min,
+        "thinning_seed": int(seed),
+        "data_fingerprint": fingerprint,
+        "certifies": CERTIFIES,
+    }
+    new = policy.with_refit_threshold(
+        fitter,
+        calibration_labels=mix,
+        calibration_data={
+            "population": f"audit sample of router {router.name!r} version {version!r}'s "
+            "auto-routed decisions",
+            # rows fitted on as wrong whose gold intent is disputed (not in label_counts)
+            "disputed": len(labelled) - len(settled),
+        },
+        provenance=provenance,
+    )
+    report = _report(router.name, version, audited, sample, window, policy, new, fingerprint)
+    return Recalibration(policy=new, report=report)
+
+
+def _check_version(router: RouterLike, router_version: str | None) -> str:
+    """The logged version to read: the router's own (its policy's scale), else refuse."""
     version = router.version if router_version is None else str(router_version)
     if version != router.version:
         raise ValueError(
@@ -176,13 +227,20 @@ def recalibrate_from_log(
             f"{version!r}; the logged confidences are on the scale of the policy that logged "
             "them, so recalibrate the bundle of that version"
         )
-    policy = router.policy
-    fitter = _fitter(policy, target, delta)
-    lo = _parse_time(since, "--since")
-    hi = _parse_time(until, "--until")
-    if lo is not None and hi is not None and lo >= hi:
-        raise ValueError(f"--since ({since}) must be before --until ({until})")
+    return version
 
+
+def _audited_rows(
+    log: LogBase,
+    router: RouterLike,
+    version: str,
+    lo: datetime | None,
+    hi: datetime | None,
+) -> dict[str, dict[str, Any]]:
+    """The live audited decisions of ``router`` at ``version`` logged in ``[lo, hi)``, by id.
+
+    Raises when there are none (the router was not routing with an audit rate).
+    """
     audited: dict[str, dict[str, Any]] = {}
     for row in log.rows(router_version=version, role="live"):
         if (
@@ -203,6 +261,33 @@ def recalibrate_from_log(
             + (" in the window" if lo or hi else "")
             + ": route with an audit rate (--audit-rate and HYBRIDROUTE_AUDIT_KEY) first"
         )
+    return audited
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    """The calibration rows: labelled audited decisions, thinned to one rate, in log order."""
+
+    labelled: list[tuple[dict[str, Any], Label]]
+    pi_min: float
+    thinned: int
+    disputes: dict[str, Any]
+    invalid_outcomes: dict[str, Any]
+
+
+def _labelled_sample(
+    log: LogBase,
+    router: RouterLike,
+    version: str,
+    audited: dict[str, dict[str, Any]],
+    seed: int,
+    max_disputed_share: float,
+) -> _Sample:
+    """Settle the audits' labels, thin them to a uniform ``π_min`` sample, check disputes.
+
+    Raises when no audited decision has a label yet, or when more than
+    ``max_disputed_share`` of the labelled ones are disputed.
+    """
     pi_min = min(float(r["audit_p"]) for r in audited.values())
     keys = {(router.name, version)}
     labels = settle_labels(
@@ -234,20 +319,24 @@ def recalibrate_from_log(
             "adjudication (or allow more with --max-disputed-share)"
         )
     labelled.sort(key=lambda pair: pair[0]["seq"])
-    scores = [float(row["confidence"]) for row, _ in labelled]
-    correct = [label.correct(row) for row, label in labelled]
-    fitter.fit(scores, correct)
-    # the gold intents of the settled rows (a disputed row has none): the label mix
-    settled = [label for _, label in labelled if not label.disputed]
-    gold = [label.gold_intent for label in settled]
-    mix = [str(g) for g in gold] if gold and all(g is not None for g in gold) else None
+    return _Sample(labelled, pi_min, thinned, disputes, labels.invalid_report())
+
+
+def _data_fingerprint(labelled: list[tuple[dict[str, Any], Label]], correct: list[bool]) -> str:
+    """SHA-256 of the rows the threshold is fitted on: (decision id, confidence, correct)."""
     rows_doc = [
         [row["decision_id"], float(row["confidence"]), bool(c)]
         for (row, _), c in zip(labelled, correct, strict=True)
     ]
-    fingerprint = hashlib.sha256(canonical_json(rows_doc).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(rows_doc).encode()).hexdigest()
+
+
+def _window(
+    lo: datetime | None, hi: datetime | None, labelled: list[tuple[dict[str, Any], Label]]
+) -> dict[str, Any]:
+    """The window asked for and the first / last row used (``seq`` and ``logged_at``)."""
     first, last = labelled[0][0], labelled[-1][0]
-    window = {
+    return {
         "since": None if lo is None else lo.isoformat(),
         "until": None if hi is None else hi.isoformat(),
         "first_seq": int(first["seq"]),
@@ -255,44 +344,33 @@ def recalibrate_from_log(
         "first_logged_at": first["logged_at"],
         "last_logged_at": last["logged_at"],
     }
-    old_threshold = policy.thresholds["auto"]
-    provenance = {
-        "command": "hybridroute calibrate --from-log",
-        "log": log_name if log_name is not None else getattr(log, "where", None),
-        "router": router.name,
-        "router_version": version,
-        "incumbent_policy_sha256": policy.content_sha256,
-        "incumbent_threshold": old_threshold,
-        "window": window,
-        "audit_rate_min": pi_min,
-        "thinning_seed": int(seed),
-        "data_fingerprint": fingerprint,
-        "certifies": CERTIFIES,
-    }
-    new = policy.with_refit_threshold(
-        fitter,
-        calibration_labels=mix,
-        calibration_data={
-            "population": f"audit sample of router {router.name!r} version {version!r}'s "
-            "auto-routed decisions",
-            # rows fitted on as wrong whose gold intent is disputed (not in label_counts)
-            "disputed": len(labelled) - len(settled),
-        },
-        provenance=provenance,
-    )
+
+
+def _report(
+    router_name: str,
+    version: str,
+    audited: dict[str, dict[str, Any]],
+    sample: _Sample,
+    window: dict[str, Any],
+    old: Policy,
+    new: Policy,
+    fingerprint: str,
+) -> dict[str, Any]:
+    """The recalibration's report: counts, disputes, window, both thresholds, certificate."""
     g = new.guarantee
-    report = {
-        "router": router.name,
+    disputes = sample.disputes
+    return {
+        "router": router_name,
         "router_version": version,
         "audited": len(audited),
         "labelled": disputes["labelled"],
         "pending": len(audited) - disputes["labelled"],
-        "thinned": thinned,
+        "thinned": sample.thinned,
         "disputes": disputes,
-        "invalid_outcomes": labels.invalid_report(),
-        "calibration_size": len(labelled),
+        "invalid_outcomes": sample.invalid_outcomes,
+        "calibration_size": len(sample.labelled),
         "window": window,
-        "incumbent_threshold": old_threshold,
+        "incumbent_threshold": old.thresholds["auto"],
         "threshold": new.thresholds["auto"],
         "certified": g["certified"],
         "target": g["target"],
@@ -303,4 +381,3 @@ def recalibrate_from_log(
         "data_fingerprint": fingerprint,
         "certifies": CERTIFIES,
     }
-    return Recalibration(policy=new, report=report)

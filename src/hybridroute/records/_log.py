@@ -87,7 +87,6 @@ _SEQ = "INTEGER PRIMARY KEY AUTOINCREMENT"
 _CREATE = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 {create};
-CREATE INDEX IF NOT EXISTS decisions_hash ON decisions (snapshot_hash);
 CREATE INDEX IF NOT EXISTS decisions_version ON decisions (router_version, logged_at);
 CREATE INDEX IF NOT EXISTS decisions_request ON decisions (router, router_version, item_id)
     WHERE item_id IS NOT NULL;
@@ -108,8 +107,10 @@ CREATE INDEX IF NOT EXISTS decisions_audited ON decisions (router_version, seq)
     WHERE audited = 1
 """
 
+# No index on snapshot_hash: no query of the log looks rows up by it (the drift report
+# groups a read frame), and a B-tree of random 64-digit keys cost a quarter of every
+# insert. Logs created before keep theirs; nothing reads or needs it.
 _INDEXES = {
-    "decisions_hash",
     "decisions_version",
     "decisions_request",
     "decisions_decision_id",
@@ -327,14 +328,20 @@ class DecisionLog(LogBase):
             # the lookup runs under the write lock: no other writer can log an id between
             # the check and the insert, in this process or any other; so what is withheld
             # is known before anything is inserted (``undo`` is never needed)
-            found = self._stored([r.key for r in rows if r.key is not None])
-            hits = [None if r.key is None else found.get(r.key) for r in rows]
+            keys = [r.key for r in rows]
+            found = self._stored([k for k in keys if k is not None])
+            hits: list[Stored | None] = (
+                [None if k is None else found.get(k) for k in keys] if found else [None] * len(rows)
+            )
             withheld = decide(hits)
-            fresh = [
-                r.values
-                for i, (r, h) in enumerate(zip(rows, hits, strict=True))
-                if h is None and i not in withheld
-            ]
+            if found or withheld:
+                fresh = [
+                    r.values
+                    for i, (r, h) in enumerate(zip(rows, hits, strict=True))
+                    if h is None and i not in withheld
+                ]
+            else:
+                fresh = [r.values for r in rows]
             if fresh:
                 conn.executemany(_INSERT, fresh)
             else:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,13 +66,24 @@ Entry = tuple[Decision, Any, str]  # (decision, request id or None, role)
 
 
 def new_decision_id() -> str:
-    """A fresh decision id (uuid4, 32 hex digits)."""
-    return uuid.uuid4().hex
+    """A fresh decision id (uuid4, 32 hex digits): what ``uuid.uuid4().hex`` gives --
+    16 random bytes with the version (4) and variant (RFC 4122) bits set -- without
+    building a UUID object for it."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return raw.hex()
+
+
+# One encoder for every record (json.dumps with options builds one per call). Records are
+# trees the redactor just built, so the circular-reference bookkeeping is skipped: it
+# changes nothing in the text.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 
 
 def dumps_record(record: Mapping[str, Any]) -> str:
     """The stored JSON text of a record."""
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +295,12 @@ class LogBase(LogOutcomes):
         return Pending(values, record)
 
     def _commit(
-        self, rows: list[Pending], group_of: Sequence[int], *, refuse_duplicates: bool = False
+        self,
+        rows: list[Pending],
+        group_of: Sequence[int],
+        *,
+        refuse_duplicates: bool = False,
+        results: bool = True,
     ) -> _Committed:
         """Write ``rows`` under the dedupe rules in one transaction.
 
@@ -293,6 +308,8 @@ class LogBase(LogOutcomes):
         with a conflict is written not at all. With ``refuse_duplicates`` any duplicate
         refuses every row (nothing is written; the results then describe what the write
         would have done). A key may repeat within a group, never across groups.
+        ``results=False``: only the duplicates and conflicts are reported (a flush of the
+        buffer returns no rows), the results stay ``None``.
         """
         first: dict[Key, int] = {}
         earlier: dict[int, int] = {}  # position -> position of the first row with its key
@@ -315,19 +332,24 @@ class LogBase(LogOutcomes):
             # called by the backend inside its transaction, once the stored rows are known
             state.duplicates.clear()
             state.conflicts.clear()
-            held: dict[int, str] = {}  # position -> the snapshot hash its key stands for
+            stored: dict[int, str] = {}  # position -> the hash its stored key holds
             for pos, hit in zip(distinct, hits, strict=True):
-                mine = rows[pos].snapshot_hash
-                held[pos] = mine if hit is None else hit.snapshot_hash
                 if hit is not None:
+                    stored[pos] = hit.snapshot_hash
                     state.duplicates.append(pos)
             state.duplicates.extend(earlier)
             for pos in state.duplicates:
-                theirs = held[earlier.get(pos, pos)]
+                # the hash the key stands for: the stored row's, else the first row's
+                to = earlier.get(pos, pos)
+                theirs = stored.get(to)
+                if theirs is None:
+                    theirs = rows[to].snapshot_hash
                 if theirs != rows[pos].snapshot_hash:
                     state.conflicts.setdefault(group_of[pos], []).append(pos)
             if refuse_duplicates and state.duplicates:
                 return set(range(len(distinct)))
+            if not state.conflicts:
+                return set()
             return {i for i, pos in enumerate(distinct) if group_of[pos] in state.conflicts}
 
         multi = len(set(group_of)) < len(rows)  # some group holds several rows
@@ -335,6 +357,11 @@ class LogBase(LogOutcomes):
             hits, withheld = self._write(
                 [rows[p] for p in distinct], decide, undo=multi or refuse_duplicates
             )
+        state.duplicates.sort()
+        for positions in state.conflicts.values():
+            positions.sort()
+        if not results:
+            return state
         for i, (pos, hit) in enumerate(zip(distinct, hits, strict=True)):
             row = rows[pos]
             if hit is not None:
@@ -347,9 +374,6 @@ class LogBase(LogOutcomes):
                 state.results[pos] = LoggedDecision(
                     prior.decision_id, prior.record, True, prior.role
                 )
-        state.duplicates.sort()
-        for positions in state.conflicts.values():
-            positions.sort()
         return state
 
     def _conflict(self, rows: Sequence[Pending], positions: Sequence[int], base: int) -> Any:
@@ -530,7 +554,7 @@ class LogBase(LogOutcomes):
         rows, self._buffer = self._buffer, []
         refuse = self.on_duplicate == "error"
         try:
-            done = self._commit(rows, [0] * len(rows), refuse_duplicates=refuse)
+            done = self._commit(rows, [0] * len(rows), refuse_duplicates=refuse, results=False)
         except BaseException:
             self._buffer = rows + self._buffer  # keep them for a retry; nothing is dropped
             raise

@@ -140,6 +140,13 @@ class OutcomeError(DatasetError):
     ----------
     message : str
         What is wrong, without the location.
+    header : bool, default False
+        The fault is in a CSV file's header (the message says so: ``row 1 (the header)``).
+    **where
+        Where the fault is: ``path``, ``row``, ``column`` (below).
+
+    Other Parameters
+    ----------------
     path : str, optional
         The file the outcomes came from.
     row : int, optional
@@ -147,8 +154,6 @@ class OutcomeError(DatasetError):
         file's header is line 1, its first data row line 2, as a spreadsheet numbers them).
     column : str, optional
         The field at fault (also :attr:`field`).
-    header : bool, default False
-        The fault is in a CSV file's header (the message says so: ``row 1 (the header)``).
     """
 
     def __init__(self, message: str, *, header: bool = False, **where: Any) -> None:

@@ -74,7 +74,6 @@ CREATE TABLE IF NOT EXISTS {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS {_TABLE}_request ON {_TABLE} (router, router_version, item_id)
     WHERE item_id IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS {_TABLE}_decision_id ON {_TABLE} (decision_id);
-CREATE INDEX IF NOT EXISTS {_TABLE}_hash ON {_TABLE} (snapshot_hash);
 CREATE INDEX IF NOT EXISTS {_TABLE}_version ON {_TABLE} (router_version, logged_at);
 CREATE INDEX IF NOT EXISTS {_TABLE}_role ON {_TABLE} (role, router_version);
 {_ADD_AUDIT};

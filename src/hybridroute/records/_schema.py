@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import UTC, datetime
 
@@ -113,11 +114,32 @@ STORED_COLUMNS = (
 )
 
 
+# (whole second, its "YYYY-MM-DDTHH:MM:SS" text): every row of a second shares it
+_SECOND: tuple[int, str] = (0, datetime.fromtimestamp(0, tz=UTC).isoformat()[:19])
+
+
 def now_iso(ts: float | None = None) -> str:
-    """A UTC ISO 8601 time with microseconds (the stored ``logged_at``)."""
-    return datetime.fromtimestamp(time.time() if ts is None else ts, tz=UTC).isoformat(
-        timespec="microseconds"
-    )
+    """A UTC ISO 8601 time with microseconds (the stored ``logged_at``).
+
+    The text ``datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds")``
+    gives (its rounding of the microseconds included: half to even, carried into the
+    second), with the date and time of the second made once per second.
+    """
+    global _SECOND
+    t = time.time() if ts is None else ts
+    fraction, whole = math.modf(t)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        micros -= 1_000_000
+        whole += 1.0
+    elif micros < 0:
+        micros += 1_000_000
+        whole -= 1.0
+    second = int(whole)
+    held = _SECOND
+    if held[0] != second:
+        held = _SECOND = (second, datetime.fromtimestamp(second, tz=UTC).isoformat()[:-6])
+    return f"{held[1]}.{micros:06d}+00:00"
 
 
 def meta_rows() -> list[tuple[str, str]]:

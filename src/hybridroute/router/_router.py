@@ -645,16 +645,14 @@ class HybridRouter:
         strict: bool = False,
         redact_pii: PIIRedaction | bool | str | Sequence[str] | None = None,
     ) -> HybridRouter:
-        """Load a router bundle (see :func:`load_router`).
+        """Load a router bundle: :func:`hybridroute.router.load_router`.
 
         Parameters
         ----------
-        path : str or path-like
-            The bundle directory.
-        strict : bool, default False
-            Raise classifier failures instead of returning fallback decisions.
-        redact_pii : PIIRedaction, bool, str or sequence of str, optional
-            Kinds of personal data to redact in addition to those the bundle records.
+        path, strict, redact_pii
+            As for :func:`~hybridroute.router.load_router` (the bundle directory; raise
+            classifier failures instead of falling back; personal data to redact besides
+            what the bundle records), which also says what is checked and what is raised.
         """
         from ._bundle import load_router
 

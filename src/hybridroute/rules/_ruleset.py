@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from .._canonical import _freeze
 from ..contracts import (
     Decision,
     FactSchema,
@@ -20,6 +21,25 @@ from ._conditions import CompiledCondition, ConditionError, compile_condition
 from .guards import GUARDS, Guard, Outcome
 
 _RULE_STAGE = Stage.RULE.value
+#: The detail of an outcome that has none (one read-only value shared by every decision).
+_NO_DETAIL: Mapping[str, Any] = MappingProxyType({})
+
+
+def _frozen_detail(detail: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``detail`` read-only, as a :class:`Decision` stores it (what ``_freeze`` makes of
+    it), made once here so the decision keeps it as it is. A guard's detail is a few
+    plain values; only nested ones need ``_freeze``'s walk."""
+    if type(detail) is MappingProxyType:
+        return detail
+    if not detail:
+        return _NO_DETAIL
+    for v in detail.values():
+        t = type(v)
+        if not (t is str or t is int or t is float or t is bool or v is None):
+            frozen: Mapping[str, Any] = _freeze(detail)
+            return frozen
+    return MappingProxyType(dict(detail))
+
 
 __all__ = ["Rule", "RuleMatch", "RuleSet", "reference_fact_schema", "reference_rules"]
 
@@ -310,8 +330,9 @@ class RuleSet:
         self.default_reason = default_reason
         self.source: str | None = None
         self._validate()
-        self._checks = tuple((r.id, r.check) for r in self.rules)
-        self._default_match = RuleMatch(None, default, default_reason, MappingProxyType({}))
+        # the rules' own check functions (Rule.check only forwards to them)
+        self._checks = tuple((r.id, r._check) for r in self.rules)
+        self._default_match = RuleMatch(None, default, default_reason, _NO_DETAIL)
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
@@ -412,16 +433,29 @@ class RuleSet:
         """Facts checked against the schema, defaults filled in (raises :class:`FactsError`)."""
         return self.schema.validate(facts)
 
-    def match(self, facts: Mapping[str, Any]) -> RuleMatch | None:
-        """The first rule that fires on already-validated ``facts``, or ``None``."""
+    def _first(self, facts: Mapping[str, Any]) -> tuple[str, Outcome] | None:
+        """The id and outcome of the first rule that fires on validated ``facts``."""
         for rule_id, check in self._checks:
             try:
                 outcome = check(facts)
             except ConditionError as exc:
                 raise FactsError(f"rule {rule_id!r} cannot be evaluated: {exc}") from None
             if outcome is not None:
-                return RuleMatch(rule_id, outcome.destination, outcome.reason_code, outcome.detail)
+                return rule_id, outcome
         return None
+
+    def match(self, facts: Mapping[str, Any]) -> RuleMatch | None:
+        """The first rule that fires on already-validated ``facts``, or ``None``.
+
+        Its ``detail`` is read-only already (as a :class:`Decision` holds it).
+        """
+        first = self._first(facts)
+        if first is None:
+            return None
+        rule_id, outcome = first
+        return RuleMatch(
+            rule_id, outcome.destination, outcome.reason_code, _frozen_detail(outcome.detail)
+        )
 
     def evaluate(self, facts: Mapping[str, Any] | None) -> RuleMatch:
         """Validate ``facts`` and return the first match, or the default exit."""
@@ -430,7 +464,14 @@ class RuleSet:
     def decide(self, facts: Mapping[str, Any] | None) -> Decision:
         """Validate ``facts`` and return the full rule-stage :class:`Decision`."""
         valid = self.validate_facts(facts)
-        found = self.match(valid) or self._default_match
+        first = self._first(valid)
+        if first is None:
+            rule_id, destination, reason = None, self.default, self.default_reason
+            detail = _NO_DETAIL
+        else:
+            rule_id, outcome = first
+            destination, reason = outcome.destination, outcome.reason_code
+            detail = _frozen_detail(outcome.detail)
         # validated facts are canonical: write their JSON straight from the schema
         digest = hashlib.sha256(
             ('{"facts":' + self.schema.canonical_json(valid) + "}").encode()
@@ -441,11 +482,11 @@ class RuleSet:
             stage=_RULE_STAGE,
             input_snapshot=MappingProxyType({"facts": MappingProxyType(valid)}),
             snapshot_hash=digest,
-            allowed_destinations=(found.destination,),
-            selected_destination=found.destination,
-            reason_code=found.reason_code,
-            rule_id=found.rule_id,
-            detail=found.detail,
+            allowed_destinations=(destination,),
+            selected_destination=destination,
+            reason_code=reason,
+            rule_id=rule_id,
+            detail=detail,
         )
 
     def decide_many(self, facts_list: Iterable[Mapping[str, Any] | None]) -> list[Decision]:

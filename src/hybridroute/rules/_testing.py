@@ -18,13 +18,16 @@ the rule set was loaded from fails.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..exceptions import RulesFileError, UserInputError
 from ._coverage import coverage_lines
-from ._ruleset import RuleSet
+from ._ruleset import RuleMatch, RuleSet
+
+if TYPE_CHECKING:
+    from ..contracts import Decision
 from ._testcases import RuleTestCase, RuleTestSuite, load_rule_tests
 
 __all__ = ["CaseResult", "RuleTestReport", "check_rule_tests", "run_rule_tests"]
@@ -178,7 +181,27 @@ class RuleTestReport:
         )
 
 
-def _from_match(match: Any) -> dict[str, Any]:
+class RuleTestRouter(Protocol):
+    """What running rule tests needs of a router (``HybridRouter`` is one; the rules
+    package does not import the router): its rules, its model's destinations, and
+    :meth:`route`."""
+
+    @property
+    def rules(self) -> RuleSet: ...
+
+    @property
+    def model_destinations(self) -> Iterable[str]: ...
+
+    def route(
+        self,
+        facts: Mapping[str, Any],
+        text: str | None = None,
+        *,
+        evidence: Mapping[str, Any] | None = None,
+    ) -> Decision: ...
+
+
+def _from_match(match: RuleMatch) -> dict[str, Any]:
     return {
         "stage": _RULE_STAGE,
         "destination": match.destination,
@@ -189,7 +212,7 @@ def _from_match(match: Any) -> dict[str, Any]:
     }
 
 
-def _from_decision(d: Any) -> dict[str, Any]:
+def _from_decision(d: Decision) -> dict[str, Any]:
     return {
         "stage": str(d.stage),
         "destination": d.selected_destination,
@@ -213,7 +236,7 @@ def _judge(case: RuleTestCase, decided: dict[str, Any]) -> CaseResult:
     return CaseResult(case, "fail", decided, message)
 
 
-def _run_one(rules: RuleSet, case: RuleTestCase, router: Any) -> CaseResult:
+def _run_one(rules: RuleSet, case: RuleTestCase, router: RuleTestRouter | None) -> CaseResult:
     try:
         if case.text is None:
             return _judge(case, _from_match(rules.evaluate(case.facts)))
@@ -234,7 +257,7 @@ def _run_one(rules: RuleSet, case: RuleTestCase, router: Any) -> CaseResult:
     return CaseResult(case, "not_run", None, "no rule decides it: the model would")
 
 
-def run_rule_tests(suite: RuleTestSuite, *, router: Any = None) -> RuleTestReport:
+def run_rule_tests(suite: RuleTestSuite, *, router: RuleTestRouter | None = None) -> RuleTestReport:
     """Run every case of ``suite`` and measure the coverage of the decisions made.
 
     Parameters
@@ -277,7 +300,9 @@ def run_rule_tests(suite: RuleTestSuite, *, router: Any = None) -> RuleTestRepor
     return RuleTestReport(rules, suite.sources, results, coverage, router is not None)
 
 
-def check_rule_tests(ruleset: RuleSet, *, router: Any = None) -> RuleTestReport | None:
+def check_rule_tests(
+    ruleset: RuleSet, *, router: RuleTestRouter | None = None
+) -> RuleTestReport | None:
     """Refuse a rule set whose own tests fail (what a router bundle's build calls).
 
     The tests are those of the file ``ruleset`` was loaded from (its ``source``): the

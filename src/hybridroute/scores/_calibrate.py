@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._integrity import is_sha256_hex
 from ..exceptions import DatasetError
 from ._table import TOP_LABEL, ScoresTable
+
+if TYPE_CHECKING:
+    from ..calibration import Policy
+    from ..classifiers import RankedLabels
+    from ..evaluation import Evaluation
 
 __all__ = ["calibrate_scores", "evaluate_scores"]
 
@@ -37,7 +42,7 @@ class _ScoresLookup:
         self.classes_ = np.array(table.classes, dtype=str)
         self._row = {item: i for i, item in enumerate(table.ids)}
 
-    def rank(self, ids: Sequence[str], k: int = 2) -> list[Any]:
+    def rank(self, ids: Sequence[str], k: int = 2) -> list[RankedLabels]:
         from ..classifiers import RankedLabels
 
         out = []
@@ -47,7 +52,9 @@ class _ScoresLookup:
         return out
 
 
-def evaluate_scores(policy: Any, table: ScoresTable, *, n_boot: int = 1000, seed: int = 0) -> Any:
+def evaluate_scores(
+    policy: Policy, table: ScoresTable, *, n_boot: int = 1000, seed: int = 0
+) -> Evaluation:
     """Evaluate ``policy`` on the scores of ``table`` (rows it was not fitted on).
 
     Parameters
@@ -170,7 +177,7 @@ def calibrate_scores(
     n_boot: int = 1000,
     provenance: Mapping[str, Any] | None = None,
     **options: Any,
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Policy, dict[str, Any]]:
     """Fit and certify a policy on a scores file's rows, bind it, and evaluate it.
 
     Parameters

@@ -8,14 +8,12 @@ so the fingerprint and the rows come from the same bytes.
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._csv import unescape_formula
 from .._safeio import check_text, parse_json
+from .._textrows import csv_rows, jsonl_lines
 from ..exceptions import DatasetError, InputError
 
 __all__ = ["HEADER_KEY", "RawScores", "parse_csv", "parse_jsonl", "parse_parquet"]
@@ -24,8 +22,6 @@ __all__ = ["HEADER_KEY", "RawScores", "parse_csv", "parse_jsonl", "parse_parquet
 HEADER_KEY = "hybridroute.scores"
 #: A JSONL line longer than this is refused before it is parsed.
 MAX_LINE_BYTES = 1_000_000
-#: The CSV reader's per-field limit.
-MAX_FIELD_CHARS = 1_000_000
 
 
 @dataclass(slots=True)
@@ -72,40 +68,18 @@ def parse_csv(data: bytes, path: str) -> RawScores:
 
     Cells are read back from the spreadsheet-formula escaping of :mod:`hybridroute._csv`.
     """
-    text = _decode(data, path)
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    old_limit = csv.field_size_limit()
-    csv.field_size_limit(MAX_FIELD_CHARS)
-    try:
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DatasetError("the file is empty", path=path) from None
-        except csv.Error as exc:
-            raise DatasetError(f"unreadable CSV header ({exc})", path=path, row=0) from None
-        columns = _columns([unescape_formula(h.strip()) for h in header], path)
-        out = RawScores(None, columns)
-        row = 0
-        while True:
-            try:
-                fields = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                raise DatasetError(f"unreadable CSV row ({exc})", path=path, row=row + 1) from None
-            if not fields or (len(fields) == 1 and not fields[0].strip() and len(columns) > 1):
-                continue  # a blank line is not a row
-            row += 1
-            if len(fields) != len(columns):
-                raise DatasetError(
-                    f"the row has {len(fields)} fields, the header {len(columns)}",
-                    path=path,
-                    row=row,
-                )
-            cells = [unescape_formula(f) if f[:1] == "'" else f for f in fields]
-            out.records.append((row, dict(zip(columns, cells, strict=True))))
-    finally:
-        csv.field_size_limit(old_limit)
+    rows = csv_rows(_decode(data, path), path, strict=True)
+    _, header = next(rows)
+    columns = _columns(header, path)
+    out = RawScores(None, columns)
+    for row, cells in rows:
+        if len(cells) != len(columns):
+            raise DatasetError(
+                f"the row has {len(cells)} fields, the header {len(columns)}",
+                path=path,
+                row=row,
+            )
+        out.records.append((row, dict(zip(columns, cells, strict=True))))
     return out
 
 
@@ -116,10 +90,7 @@ def parse_jsonl(data: bytes, path: str) -> RawScores:
     header: dict[str, Any] | None = None
     columns: list[str] | None = None
     records: list[tuple[int, dict[str, Any]]] = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        line = line.removesuffix("\r")
-        if not line.strip():
-            continue
+    for lineno, line in jsonl_lines(text):
         if len(line.encode("utf-8")) > MAX_LINE_BYTES:
             raise DatasetError(
                 f"the line is longer than {MAX_LINE_BYTES:,} bytes", path=path, row=lineno

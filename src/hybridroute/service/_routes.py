@@ -87,11 +87,12 @@ async def _answer(
 async def route(request: Request) -> Response:
     """Route one item: ``{"text", "facts", "request_id"?, "evidence"?}``."""
     state = state_of(request)
-    doc = await read_json(request, state.config.max_body_bytes)
-    item = check_item(doc)
-    routers = state.routers.current  # this request routes and shadows with these
-    decisions = await state.route(routers.live, [item], batch=False)
-    answers, job = await state.log_live(routers, [item], decisions)
+    with state.serving() as ticket:  # concurrent single items share one classifier call
+        doc = await read_json(request, state.config.max_body_bytes)
+        item = check_item(doc)
+        routers = state.routers.current  # this request routes and shadows with these
+        decision = await state.route_one(routers.live, item, ticket)
+        answers, job = await state.log_live(routers, [item], [decision])
     return await _answer(answers[0], state, job)
 
 

@@ -13,14 +13,16 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .._redact import scrub_text
 from ..contracts import Decision, RouteRequest
 from ..exceptions import RequestIdConflictError, UserInputError
 from ..records._url import display_url
+from ._batcher import RouteBatcher, Ticket, settings_from_env
 from ._commit import GroupCommitter, LogUnavailable
 from ._config import ServiceConfig
 from ._input import RequestProblem, route_problem
@@ -85,6 +87,9 @@ class ServiceState:
         self.monitor = MonitorCache()
         self._ready_check: asyncio.Future[Any] | None = None
         self._executor: ThreadPoolExecutor | None = None
+        # single-item requests are micro-batched (see _batcher); made with the executor
+        self._batch_settings = settings_from_env()
+        self.batcher: RouteBatcher | None = None
 
     # ------------------------------------------------------------------ lifespan
     async def start(self) -> None:
@@ -93,6 +98,7 @@ class ServiceState:
         self._executor = ThreadPoolExecutor(
             max_workers=ROUTE_THREADS, thread_name_prefix="hybridroute-route"
         )
+        self.batcher = RouteBatcher(self._executor, *self._batch_settings)
         log = await asyncio.to_thread(config.open_log, audit=self.audit)
         try:  # the labels and destinations the outcomes of their decisions may name
             for loaded in self.routers.current.all():
@@ -153,6 +159,36 @@ class ServiceState:
             raise route_problem(exc, "", self.sensitive) from None
         self.metrics.route_seconds.labels("live").observe(time.perf_counter() - start)
         return decisions
+
+    @contextmanager
+    def serving(self) -> Iterator[Ticket | None]:
+        """Count a single-item request from its arrival to its answer (micro-batching)."""
+        if self.batcher is None:
+            yield None
+            return
+        with self.batcher.coming() as ticket:
+            yield ticket
+
+    async def route_one(
+        self, loaded: LoadedRouter, request: RouteRequest, ticket: Ticket | None = None
+    ) -> Decision:
+        """Route one item, micro-batched with concurrent single-item requests.
+
+        Raises
+        ------
+        RequestProblem
+            422 naming the field (``facts.amount``) when the router refuses the item.
+        """
+        self._running()
+        batcher = self.batcher
+        assert batcher is not None
+        start = time.perf_counter()
+        try:
+            decision = await batcher.route(loaded, request, ticket)
+        except UserInputError as exc:
+            raise route_problem(exc, "", self.sensitive) from None
+        self.metrics.route_seconds.labels("live").observe(time.perf_counter() - start)
+        return decision
 
     async def log_live(
         self,

@@ -146,13 +146,20 @@ class StandInLLM(LocalEndpoint):
     huge_body_declared : bool
         Send a ``Content-Length`` with ``huge_body`` answers (default: chunked, so the
         client learns the size only by reading).
+    tool_logprobs : bool
+        Send token log-probabilities for tool calls too when asked, as
+        llama-cpp-python's server does (OpenAI sends them only for content).
 
     Notes
     -----
     A request whose ``temperature`` is above 0 is *sampled*: with probability
     ``1 - confidence`` the answer is another label (seeded), so self-consistency voting has
-    something to count. When ``logprobs`` is requested in a JSON mode, the content tokens
-    carry log-probabilities whose sum over the label's tokens is ``log(confidence)``.
+    something to count. When ``logprobs`` is requested in a JSON mode (and with
+    ``tool_logprobs`` for tool calls), the content tokens carry log-probabilities whose sum
+    over the label's tokens is ``log(confidence)``; with ``top_logprobs`` the label's first
+    token lists the other labels' first tokens, sharing ``1 - confidence``. The
+    confidence written in the answer is the policy's, unclamped (a policy may answer
+    ``10``, as real models do); ``max_tokens`` is honoured (``finish_reason: "length"``).
     """
 
     def __init__(
@@ -171,6 +178,7 @@ class StandInLLM(LocalEndpoint):
         huge_body_bytes: int = 30 * 1024 * 1024,
         huge_body_encoding: str | None = None,
         huge_body_declared: bool = False,
+        tool_logprobs: bool = False,
     ) -> None:
         if huge_body_encoding not in (None, "gzip"):
             raise ValueError(
@@ -183,6 +191,7 @@ class StandInLLM(LocalEndpoint):
         self.huge_body_bytes = huge_body_bytes
         self.huge_body_encoding = huge_body_encoding
         self.huge_body_declared = bool(huge_body_declared)
+        self.tool_logprobs = bool(tool_logprobs)
         self.policy = policy if policy is not None else HashPolicy(seed=seed)
         self.labels = tuple(labels) if labels is not None else None
         self.latency = float(latency)
@@ -449,7 +458,8 @@ class StandInLLM(LocalEndpoint):
         labels = self.labels or extract_labels(body) or ("unknown",)
         text = extract_text(body["messages"])
         answer = as_answer(self.policy(text, labels))
-        label, confidence = answer.label, min(1.0, max(0.0, float(answer.confidence)))
+        label, said = answer.label, float(answer.confidence)
+        confidence = min(1.0, max(0.0, said))  # a probability; ``said`` is what is written
         temperature = body.get("temperature")
         if temperature and float(temperature) > 0 and len(labels) > 1:
             # Sampled answer: keep the policy's label with probability `confidence`.
@@ -463,8 +473,11 @@ class StandInLLM(LocalEndpoint):
             body,
             mode=mode,
             label=label,
-            confidence=confidence,
+            confidence=said,
+            probability=confidence,
             completion_id=f"chatcmpl-standin-{next(self._ids)}",
             malformed=kind == "malformed_json",
             empty=kind == "empty_choices",
+            labels=labels,
+            tool_logprobs=self.tool_logprobs,
         )

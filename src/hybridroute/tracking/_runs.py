@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,11 @@ def log_evaluation(
     policy_path: str | Path | None = None,
     router_bundle: str | Path | None = None,
     nested: bool = False,
+    datasets: Sequence[tuple[str, Any, str | None]] = (),
+    description: str | None = None,
 ) -> str | None:
-    """Log an evaluation as one run: params, metrics, tags, report, plots, errors, policy.
+    """Log an evaluation as one run: params, metrics, tags, report, plots, errors, policy,
+    the labelled sets it used (dataset inputs) and a description.
 
     Tags always include the code revision; pass the dataset fingerprint and router
     version in ``tags``. With ``router_bundle`` the router is also logged as a pyfunc model.
@@ -54,6 +57,14 @@ def log_evaluation(
         A router bundle logged as a pyfunc model (verified against its manifest first).
     nested : bool, default False
         Start the run nested under the active one.
+    datasets : sequence of (context, LabelledSet, split name or None), default ()
+        The labelled sets the run used -- ``("training", train, "train")``,
+        ``("calibration", ...)``, ``("evaluation", test, "test")`` -- logged as MLflow
+        dataset inputs with their fingerprint as digest, their source and schema
+        (:meth:`Tracker.log_datasets`).
+    description : str, optional
+        The run's description (Markdown); default: one written from the evaluation, the
+        parameters and the datasets (:func:`~hybridroute.tracking._datasets.describe_evaluation`).
 
     Returns
     -------
@@ -71,6 +82,16 @@ def log_evaluation(
         **{k: v for k, v in (tags or {}).items() if v is not None},
     }
     metrics = evaluation.metrics() if hasattr(evaluation, "metrics") else {}
+    if description is None:
+        from ._datasets import describe_evaluation
+
+        description = describe_evaluation(
+            evaluation,
+            run_name=run_name,
+            params=params,
+            datasets=[(c, ds.name if s is None else f"{ds.name}/{s}", ds) for c, ds, s in datasets],
+        )
+    all_tags["mlflow.note.content"] = description
     with tracker.run(
         run_name, nested=nested, tags={k: str(v) for k, v in all_tags.items()}
     ) as run_id:
@@ -78,6 +99,7 @@ def log_evaluation(
             return None
         tracker.log_params(dict(params or {}))
         tracker.log_metrics(metrics)
+        tracker.log_datasets(datasets)
         summary = {k: v for k, v in evaluation.items() if k not in ("items", "confusion")}
         tracker.log_dict(summary, "evaluation/summary.json")
         if report_dir is not None:
@@ -139,6 +161,7 @@ def log_monitor(
         "hybridroute.code_revision": code_revision(),
         "hybridroute.monitor.status": str(state.get("status")),
         "hybridroute.router_version": str(state.get("router_version")),
+        "mlflow.note.content": _describe_monitor(state, log),
     }
     name = f"monitor {state.get('router_version')}"
     with tracker.run(name, tags=tags) as run_id:
@@ -149,3 +172,18 @@ def log_monitor(
         tracker.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
         tracker.log_dict(dict(state), "monitor/state.json")
         return run_id
+
+
+def _describe_monitor(state: Mapping[str, Any], log: str | None) -> str:
+    """The description of a monitor reading: what was read, from where, and the verdict."""
+    p = state.get("precision") or {}
+    where = f" from `{log}`" if log else ""
+    bounds = ""
+    if p.get("lower") is not None and p.get("upper") is not None:
+        bounds = f", precision in [{p['lower']:.4f}, {p['upper']:.4f}] (anytime-valid)"
+    return (
+        f"**Live-guarantee reading of router version {state.get('router_version')}**{where}: "
+        f"status `{state.get('status')}` on {state.get('labels')} audit labels{bounds}; target "
+        f"{state.get('target')} at δ {state.get('delta')}. The audited decisions and their "
+        "outcomes are the only unbiased view of auto-routed precision."
+    )

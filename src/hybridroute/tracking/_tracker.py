@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -377,6 +377,50 @@ class Tracker:
         frame = pd.DataFrame(self.scrubber.value(list(rows)))
         name = self._artifact_path(artifact_file) or "table.json"
         self._call("log_table", lambda mlflow: mlflow.log_table(frame, name))
+
+    def log_datasets(self, inputs: Sequence[tuple[str, Any, str | None]]) -> None:
+        """Log labelled sets as the active run's dataset inputs ("Datasets used").
+
+        Parameters
+        ----------
+        inputs : sequence of (context, LabelledSet, split name or None)
+            Each set (or split) the run used, and how: ``training``, ``calibration`` or
+            ``evaluation``. Its digest is its fingerprint; its source, schema and profile
+            are described in :func:`hybridroute.tracking._datasets.dataset_record`. Only
+            metadata is logged (scrubbed), never the rows.
+        """
+        from ._datasets import CONTEXTS, dataset_record
+
+        records = []
+        for context, ds, split in inputs:
+            if context not in CONTEXTS:
+                raise ValueError(f"context must be one of {', '.join(CONTEXTS)}, not {context!r}")
+            record = {k: self.scrubber.text(v) for k, v in dataset_record(ds, split=split).items()}
+            records.append((context, record))
+        if not records:
+            return
+
+        def log(mlflow: Any) -> None:
+            from mlflow.entities import Dataset, DatasetInput, InputTag
+            from mlflow.tracking import MlflowClient
+            from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+            run = mlflow.active_run()
+            if run is None:
+                raise RuntimeError("log_datasets needs an active run (inside Tracker.run)")
+            MlflowClient(self.tracking_uri).log_inputs(
+                run.info.run_id,
+                datasets=[
+                    DatasetInput(Dataset(**r), tags=[InputTag(MLFLOW_DATASET_CONTEXT, c)])
+                    for c, r in records
+                ],
+            )
+
+        self._call("log_inputs", log)
+
+    def set_description(self, text: str) -> None:
+        """Set the active run's description (MLflow's ``mlflow.note.content``; Markdown)."""
+        self.set_tags({"mlflow.note.content": text})
 
     def log_router_model(self, bundle_dir: str | Path) -> Any:
         """Log a router bundle as a pyfunc model in the active run; returns the model info.

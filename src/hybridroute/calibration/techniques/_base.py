@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 import numpy as np
 
 from .. import _record as rec
-from .._base import _Estimator, as_flags, as_scores, jsonable_threshold, same_length
+from .._base import (
+    _Estimator,
+    as_flags,
+    as_scores,
+    check_fraction,
+    jsonable_threshold,
+    same_length,
+    three_way_actions,
+)
 from .._bounds import _smallest_planned_size, clopper_pearson_lower
 
 if TYPE_CHECKING:
@@ -327,6 +335,46 @@ class ThresholdFitter(Technique):
 
     def _extra_summary(self) -> dict[str, Any]:
         return {}
+
+
+class ThreeWayTechnique(Technique):
+    """Base of the techniques with two thresholds: auto-route at or above ``threshold_``,
+    ask the user at or above ``ask_threshold_``, else human review."""
+
+    threshold_: float
+    ask_threshold_: float
+
+    def predict(self, scores: Any) -> np.ndarray:
+        """Array of actions: ``auto_route``, ``ask_user`` or ``human_review``."""
+        self._check_fitted("threshold_")
+        s = as_scores(scores, allow_empty=True)
+        return three_way_actions(s, self.threshold_, self.ask_threshold_)
+
+
+class PrecisionCertifier(ThresholdFitter):
+    """Base of the fitters that certify a precision target at error probability ``delta``:
+    their checked options and the summary of their certificate."""
+
+    target: float
+    delta: float
+
+    def _target_delta(self) -> tuple[float, float]:
+        """``target`` and ``delta``, each checked to lie in (0, 1)."""
+        return check_fraction(self.target, "target"), check_fraction(self.delta, "delta")
+
+    def _certificate_summary(self, guarantee: str, **figures: Any) -> dict[str, Any]:
+        """The certificate as the fit record holds it: target, delta, whether it certified
+        and its bound, ``figures`` (the procedure's own), why not, and the ``guarantee``."""
+        return {
+            "target": float(self.target),
+            "delta": float(self.delta),
+            "certified": bool(self.certified_),
+            "bound": None if math.isnan(self.bound_) else self.bound_,
+            **figures,
+            "reason": self.reason_,
+            "required_calibration_size": self.required_size_,
+            "guarantee": guarantee,
+        }
 
 
 def _plain(v: Any) -> bool:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
 from .. import _record as rec
-from .._base import check_fraction
 from .._bounds import precision_p_value, required_calibration_size
-from ._base import Curve, ThresholdFitter
+from ._base import Curve, PrecisionCertifier
 
 if TYPE_CHECKING:
     from .._options import FitOptions
@@ -18,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["CertifiedPrecisionThreshold"]
 
 
-class CertifiedPrecisionThreshold(ThresholdFitter):
+class CertifiedPrecisionThreshold(PrecisionCertifier):
     """Threshold whose auto-routed precision is at least ``target`` with probability ``1 - delta``.
 
     The guarantee: over the draw of an exchangeable calibration set, the precision of
@@ -103,8 +101,7 @@ class CertifiedPrecisionThreshold(ThresholdFitter):
 
     def fit(self, scores: Any, correct: Any) -> Self:
         """Fit on calibration scores and correctness flags; returns ``self``."""
-        target = check_fraction(self.target, "target")
-        delta = check_fraction(self.delta, "delta")
+        target, delta = self._target_delta()
         k = self._n_starts()
         s, c = self._validate(scores, correct)
         curve = Curve.build(s, c) if self.grid is None else Curve.on_grid(s, c, self.grid)
@@ -133,21 +130,14 @@ class CertifiedPrecisionThreshold(ThresholdFitter):
 
     def _certifiable_count(self) -> int:
         """Fewest accepted items a zero-error calibration set could certify (the first start)."""
-        target = check_fraction(self.target, "target")
-        delta = check_fraction(self.delta, "delta")
+        target, delta = self._target_delta()
         return required_calibration_size(target, delta / self._n_starts())
 
     def _extra_summary(self) -> dict[str, Any]:
-        return {
-            "target": float(self.target),
-            "delta": float(self.delta),
-            "certified": bool(self.certified_),
-            "bound": None if math.isnan(self.bound_) else self.bound_,
-            "reason": self.reason_,
-            "required_calibration_size": self.required_size_,
-            "guarantee": "precision >= target with probability >= 1 - delta "
-            "(Clopper-Pearson, fixed-sequence testing)",
-        }
+        return self._certificate_summary(
+            "precision >= target with probability >= 1 - delta "
+            "(Clopper-Pearson, fixed-sequence testing)"
+        )
 
     @classmethod
     def _read(cls, state: Any, field: str) -> Self:

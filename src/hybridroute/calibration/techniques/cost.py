@@ -14,9 +14,8 @@ from .._base import (
     check_nonnegative,
     jsonable_threshold,
     same_length,
-    three_way_actions,
 )
-from ._base import Curve, Technique
+from ._base import Curve, ThreeWayTechnique
 
 if TYPE_CHECKING:
     from .._options import FitOptions
@@ -26,7 +25,7 @@ __all__ = ["CostThreshold"]
 ZONES = ("auto_route", "ask_user", "human_review")
 
 
-class CostThreshold(Technique):
+class CostThreshold(ThreeWayTechnique):
     """Two thresholds (auto-route / ask the user / human review) minimising expected cost.
 
     The declared cost model, per item, given whether the top label is right:
@@ -136,12 +135,6 @@ class CostThreshold(Technique):
         self.certified_ = False
         self.two_way_ = ca is None
         return self
-
-    def predict(self, scores: Any) -> np.ndarray:
-        """Array of actions: ``auto_route``, ``ask_user`` or ``human_review``."""
-        self._check_fitted("threshold_")
-        s = as_scores(scores, allow_empty=True)
-        return three_way_actions(s, self.threshold_, self.ask_threshold_)
 
     def _ask_threshold(self) -> float | None:
         return None if self.two_way_ else jsonable_threshold(self.ask_threshold_)

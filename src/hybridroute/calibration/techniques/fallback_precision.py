@@ -28,7 +28,7 @@ import numpy as np
 from .. import _record as rec
 from .._base import check_fraction
 from .._bounds import precision_p_value, required_calibration_size
-from ._base import Curve, ThresholdFitter
+from ._base import Curve, PrecisionCertifier
 
 __all__ = ["FallbackPrecisionThreshold", "fallback_starts"]
 
@@ -123,11 +123,9 @@ def _run_fallback(
     return best, best_level
 
 
-class SequenceFitter(ThresholdFitter):
+class SequenceFitter(PrecisionCertifier):
     """Shared fit of the two round-two fitters: starts, levels, the chain, the record."""
 
-    target: float
-    delta: float
     grid: Any
     _how = ""
 
@@ -135,8 +133,7 @@ class SequenceFitter(ThresholdFitter):
         raise NotImplementedError  # pragma: no cover
 
     def _fit_sequence(self, scores: Any, correct: Any) -> None:
-        target = check_fraction(self.target, "target")
-        delta = check_fraction(self.delta, "delta")
+        target, delta = self._target_delta()
         s, c = self._validate(scores, correct)
         weights, counts = self._plan(target, delta, len(s))
         curve = Curve.build(s, c) if self.grid is None else Curve.on_grid(s, c, self.grid)
@@ -153,23 +150,16 @@ class SequenceFitter(ThresholdFitter):
 
     def _certifiable_count(self) -> int:
         """Fewest accepted items a zero-error calibration set could certify (the first start)."""
-        target = check_fraction(self.target, "target")
-        delta = check_fraction(self.delta, "delta")
+        target, delta = self._target_delta()
         return self._plan(target, delta, 0)[1][0]
 
     def _extra_summary(self) -> dict[str, Any]:
-        return {
-            "target": float(self.target),
-            "delta": float(self.delta),
-            "certified": bool(self.certified_),
-            "bound": None if math.isnan(self.bound_) else self.bound_,
-            "level": None if math.isnan(self.level_) else self.level_,
-            "weights": list(self.weights_),
-            "start_counts": list(self.start_counts_),
-            "reason": self.reason_,
-            "required_calibration_size": self.required_size_,
-            "guarantee": _GUARANTEE.format(how=self._how),
-        }
+        return self._certificate_summary(
+            _GUARANTEE.format(how=self._how),
+            level=None if math.isnan(self.level_) else self.level_,
+            weights=list(self.weights_),
+            start_counts=list(self.start_counts_),
+        )
 
     @classmethod
     def _recorded_plan(

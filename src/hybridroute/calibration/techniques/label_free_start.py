@@ -33,12 +33,9 @@ class LabelFreeStartThreshold(SequenceFitter):
 
     Parameters
     ----------
-    target : float, default 0.95
-        Precision to certify for the auto-routed items, in (0, 1).
-    delta : float, default 0.05
-        Allowed probability that the certificate is wrong, in (0, 1).
-    grid : array-like or None, default None
-        Candidate thresholds fixed in advance; ``None`` uses the distinct calibration scores.
+    target, delta, grid
+        As for :class:`FallbackPrecisionThreshold` (defaults 0.95, 0.05 and ``None``); there
+        are no starts to choose.
 
     Attributes
     ----------

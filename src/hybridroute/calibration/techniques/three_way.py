@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Self
 import numpy as np
 
 from .. import _record as rec
-from .._base import as_scores, check_fraction, jsonable_threshold, three_way_actions
-from ._base import Technique, ThresholdFitter
+from .._base import as_scores, check_fraction, jsonable_threshold
+from ._base import ThreeWayTechnique, ThresholdFitter
 from .certified_precision import CertifiedPrecisionThreshold
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["ThreeWayThreshold"]
 
 
-class ThreeWayThreshold(Technique):
+class ThreeWayThreshold(ThreeWayTechnique):
     """Two fitted thresholds splitting traffic into auto-route, ask the user, human review.
 
     ``auto`` fits the upper threshold (items at or above it are auto-routed); ``ask`` fits
@@ -116,12 +116,6 @@ class ThreeWayThreshold(Technique):
         self.n_calibration_ = n
         self.certified_ = bool(getattr(self.auto_, "certified_", False))
         return self
-
-    def predict(self, scores: Any) -> np.ndarray:
-        """Array of actions: ``auto_route``, ``ask_user`` or ``human_review``."""
-        self._check_fitted("threshold_")
-        s = as_scores(scores, allow_empty=True)
-        return three_way_actions(s, self.threshold_, self.ask_threshold_)
 
     def _ask_threshold(self) -> float | None:
         return jsonable_threshold(self.ask_threshold_)

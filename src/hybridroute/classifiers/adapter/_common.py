@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Self
 
 import numpy as np
 
@@ -27,6 +27,7 @@ __all__ = [
     "PROBA_SUM_TOLERANCE",
     "PROBE_TOLERANCE",
     "ExternalClassifier",
+    "check_reference",
     "check_scores",
     "import_reference",
     "reference_of",
@@ -113,7 +114,33 @@ def reference_of(obj: Any) -> str | None:
     return reference if found is obj else None
 
 
-def resolve_reference(reference: str, *, path: str) -> Any:
+def check_reference(reference: Any, obj: Any, *, what: str) -> str:
+    """``reference`` when it is ``"package.module:<what>"`` and imports as ``obj`` itself.
+
+    What an adapter checks at ``fit`` before it saves a model by reference: loading imports
+    the reference, and must find the very object the adapter was made with.
+
+    Raises
+    ------
+    ValueError
+        ``reference`` is malformed, cannot be imported, or names another object.
+    """
+    if not isinstance(reference, str) or not REFERENCE_RE.fullmatch(reference):
+        raise ValueError(f"reference must be 'package.module:{what}', got {reference!r}")
+    try:
+        found = import_reference(reference)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"reference {reference!r} cannot be imported ({exc})") from None
+    if found is not obj:
+        noun = "estimator" if what == "attribute" else what
+        raise ValueError(
+            f"reference {reference!r} does not import as this {noun}; it must name the very "
+            f"object (a module-level {what} of your package)"
+        )
+    return reference
+
+
+def resolve_reference(reference: Any, *, path: str) -> Any:
     """Import ``reference`` (``"package.module:attribute"``) if it is trusted.
 
     Raises
@@ -158,6 +185,15 @@ def _labels(values: Any, what: str) -> np.ndarray:
     return np.array(labels, dtype=str)
 
 
+class _SavedCommon(NamedTuple):
+    """What every saved adapter's state holds (read by ``ExternalClassifier._read_common``)."""
+
+    where: str
+    state: Mapping[str, Any]
+    model_id: str | None
+    probe_texts: tuple[str, ...]
+
+
 class ExternalClassifier(IntentClassifier):
     """Base of the adapters: a model trained elsewhere, scored through one seam.
 
@@ -168,6 +204,45 @@ class ExternalClassifier(IntentClassifier):
     """
 
     _source = "the model"
+
+    def __init__(self, *, reference: str | None, model_id: str | None, probe_texts: Any) -> None:
+        # the arguments every adapter takes, stored as given (validated by fit)
+        self.reference = reference
+        self.model_id = model_id
+        self.probe_texts = probe_texts
+
+    def fit(self, texts: Any = None, labels: Any = None) -> Self:
+        """Check the wrapped model and read its label set; nothing is trained.
+
+        ``texts`` and ``labels`` are accepted for the classifier protocol and not used.
+        The model is checked as the adapter says (:meth:`_check_model`: its scoring method,
+        that it is trained, that ``reference`` imports as it), its label set is read into
+        ``classes_`` and the probe texts are scored into ``probe_scores_``.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        NotFittedError
+            The wrapped estimator is not trained (it has no ``classes_``).
+        ValueError
+            The model cannot score (not callable, no ``predict_proba``); ``reference`` is
+            malformed or does not import as the model; the label set has fewer than 2
+            labels or repeats one; ``model_id`` or ``probe_texts`` are malformed; the
+            model cannot be written as it is to be saved.
+        """
+        self._finish_fit(self._check_model())
+        self._check_written()
+        return self
+
+    def _check_model(self) -> Any:
+        """Check the wrapped model and its reference; return its label set."""
+        raise NotImplementedError
+
+    def _check_written(self) -> None:
+        """Check what :meth:`save` will write gives the model back (once probe scored)."""
 
     def _scores(self, texts: list[str]) -> Any:
         raise NotImplementedError
@@ -191,26 +266,29 @@ class ExternalClassifier(IntentClassifier):
     # -- shared fitting and saved state -------------------------------------------------------
 
     def _finish_fit(self, classes: Any) -> None:
-        model_id = self.model_id  # type: ignore[attr-defined]
+        model_id = self.model_id
         if model_id is not None and (not isinstance(model_id, str) or not model_id.strip()):
             raise ValueError(f"model_id must be a non-empty string or None, got {model_id!r}")
-        probe = _probe_texts(self.probe_texts)  # type: ignore[attr-defined]
+        probe = _probe_texts(self.probe_texts)
         self.classes_ = _labels(classes, "the model's classes")
         self.probe_scores_ = self.predict_proba(list(probe)) if probe else None
 
     def _common_state(self) -> dict[str, Any]:
-        probe = _probe_texts(self.probe_texts)  # type: ignore[attr-defined]
+        probe = _probe_texts(self.probe_texts)
         scores = self.probe_scores_
         return {
-            "model_id": self.model_id,  # type: ignore[attr-defined]
+            "model_id": self.model_id,
             "probe": {
                 "texts": list(probe),
                 "scores": [] if scores is None else [[float(v) for v in r] for r in scores],
             },
         }
 
-    @staticmethod
-    def _read_common(state: Mapping[str, Any], where: str) -> tuple[str | None, tuple[str, ...]]:
+    @classmethod
+    def _read_common(cls, directory: Path, manifest: Mapping[str, Any]) -> _SavedCommon:
+        """Where the manifest is, its ``state``, and the checked ``model_id`` and probe texts."""
+        where = cls._where(directory)
+        state = manifest["state"]
         model_id = state.get("model_id")
         if model_id is not None and (not isinstance(model_id, str) or not model_id):
             raise ArtifactError("field 'state.model_id' must be a string or null", path=where)
@@ -226,7 +304,7 @@ class ExternalClassifier(IntentClassifier):
                 "field 'state.probe' must be {'texts': [str...], 'scores': [[float...]...]}",
                 path=where,
             )
-        return model_id, tuple(probe["texts"])
+        return _SavedCommon(where, state, model_id, tuple(probe["texts"]))
 
     def _check_probe(self, state: Mapping[str, Any], where: str) -> None:
         """Score the recorded probe texts again; refuse a model that answers otherwise."""

@@ -17,8 +17,7 @@ from typing import Any, Self
 import numpy as np
 
 from ...exceptions import ArtifactError
-from ._common import ExternalClassifier, import_reference, reference_of, resolve_reference
-from ._trust import REFERENCE_RE
+from ._common import ExternalClassifier, check_reference, reference_of, resolve_reference
 
 __all__ = ["FunctionAdapter"]
 
@@ -71,21 +70,12 @@ class FunctionAdapter(ExternalClassifier):
     ) -> None:
         self.function = function
         self.classes = classes
-        self.reference = reference
-        self.model_id = model_id
-        self.probe_texts = probe_texts
+        super().__init__(reference=reference, model_id=model_id, probe_texts=probe_texts)
 
-    def fit(self, texts: Any = None, labels: Any = None) -> Self:
-        """Check the callable, its reference and the label set; nothing is trained.
-
-        ``texts`` and ``labels`` are accepted for the classifier protocol and not used.
-
-        Raises
-        ------
-        ValueError
-            ``function`` is not callable, ``reference`` does not import as it, or
-            ``classes`` are fewer than 2 or repeat.
-        """
+    def _check_model(self) -> Sequence[str]:
+        """Check the callable and its reference (``reference_``); the label set is
+        ``classes`` (refused when ``function`` is not callable, ``reference`` does not
+        import as it, or ``classes`` is one string)."""
         if not callable(self.function):
             raise ValueError(f"function must be callable, got {type(self.function).__name__}")
         if isinstance(self.classes, str):
@@ -93,21 +83,8 @@ class FunctionAdapter(ExternalClassifier):
         if self.reference is None:
             self.reference_ = reference_of(self.function)
         else:
-            if not isinstance(self.reference, str) or not REFERENCE_RE.fullmatch(self.reference):
-                raise ValueError(
-                    f"reference must be 'package.module:function', got {self.reference!r}"
-                )
-            try:
-                found = import_reference(self.reference)
-            except (ImportError, AttributeError) as exc:
-                raise ValueError(
-                    f"reference {self.reference!r} cannot be imported ({exc})"
-                ) from None
-            if found is not self.function:
-                raise ValueError(f"reference {self.reference!r} does not import as this function")
-            self.reference_ = self.reference
-        self._finish_fit(self.classes)
-        return self
+            self.reference_ = check_reference(self.reference, self.function, what="function")
+        return self.classes
 
     def _scores(self, texts: list[str]) -> Any:
         return self.function(texts)
@@ -129,9 +106,7 @@ class FunctionAdapter(ExternalClassifier):
 
     @classmethod
     def _load_state(cls, directory: Path, manifest: dict[str, Any]) -> Self:
-        where = cls._where(directory)
-        state = manifest["state"]
-        model_id, probe = cls._read_common(state, where)
+        where, state, model_id, probe = cls._read_common(directory, manifest)
         function = resolve_reference(state.get("reference"), path=where)
         if not callable(function):
             raise ArtifactError(

@@ -29,8 +29,8 @@ import numpy as np
 
 from ...exceptions import ArtifactError, NotFittedError
 from .._persistence import read_arrays, write_arrays
-from ._common import PROBE_TOLERANCE, ExternalClassifier, import_reference, resolve_reference
-from ._trust import REFERENCE_RE, TRUSTED_CODE_ENV, trusted
+from ._common import PROBE_TOLERANCE, ExternalClassifier, check_reference, resolve_reference
+from ._trust import TRUSTED_CODE_ENV, trusted
 
 __all__ = ["DEFAULT_PROBE_TEXTS", "SklearnAdapter"]
 
@@ -196,22 +196,13 @@ class SklearnAdapter(ExternalClassifier):
         probe_texts: Any = DEFAULT_PROBE_TEXTS,
     ) -> None:
         self.estimator = estimator
-        self.reference = reference
-        self.model_id = model_id
-        self.probe_texts = probe_texts
+        super().__init__(reference=reference, model_id=model_id, probe_texts=probe_texts)
 
-    def fit(self, texts: Any = None, labels: Any = None) -> Self:
-        """Check the trained estimator and read its label set; nothing is trained.
+    def _check_model(self) -> Any:
+        """Check the trained estimator and how it is to be saved; return its ``classes_``.
 
-        ``texts`` and ``labels`` are accepted for the classifier protocol and not used.
-
-        Raises
-        ------
-        NotFittedError
-            The estimator has no ``classes_`` (it is not trained).
-        ValueError
-            It has no ``predict_proba``; ``reference`` does not name it; its classes are
-            fewer than 2 or repeat as strings; skops cannot write it.
+        Refused: no ``predict_proba``, no ``classes_`` (not trained), a ``reference`` that
+        does not name it, an estimator skops cannot write (without a reference).
         """
         est = self.estimator
         if not callable(getattr(est, "predict_proba", None)):
@@ -224,30 +215,20 @@ class SklearnAdapter(ExternalClassifier):
         self.untrusted_types_: list[str] = []
         self.payload_: bytes | None = None
         if self.reference is not None:
-            if not isinstance(self.reference, str) or not REFERENCE_RE.fullmatch(self.reference):
-                raise ValueError(
-                    f"reference must be 'package.module:attribute', got {self.reference!r}"
-                )
-            if not self._names_estimator():
-                raise ValueError(
-                    f"reference {self.reference!r} does not import as this estimator; it must "
-                    "name the very object (a module-level attribute of your package)"
-                )
+            check_reference(self.reference, est, what="attribute")
             self.storage_ = "reference"
         else:
             self.storage_ = "skops"
             self.payload_, self.untrusted_types_ = self._skops_payload(est)
-        self._finish_fit(classes)
-        if self.payload_ is not None and self.probe_scores_ is not None:
-            self._verify_payload()
-        return self
+        return classes
 
-    def _verify_payload(self) -> None:
-        """The archive written must give back an estimator with the same probe scores."""
-        sio = _skops(ValueError)
-
+    def _check_written(self) -> None:
+        """The skops archive to be written must give back an estimator with the same probe
+        scores (nothing to check by reference, or without probe texts)."""
         recorded = self.probe_scores_
-        assert self.payload_ is not None and recorded is not None
+        if self.payload_ is None or recorded is None:
+            return
+        sio = _skops(ValueError)
         copy = sio.loads(self.payload_, trusted=self.untrusted_types_ or None)
         again = np.asarray(copy.predict_proba(list(self.probe_texts)), dtype=np.float64)
         if again.shape != recorded.shape or not np.allclose(
@@ -257,12 +238,6 @@ class SklearnAdapter(ExternalClassifier):
                 "the skops archive of this estimator does not reproduce its scores; save it "
                 "by reference instead (reference='package.module:attribute')"
             )
-
-    def _names_estimator(self) -> bool:
-        try:
-            return import_reference(str(self.reference)) is self.estimator
-        except (ImportError, AttributeError):
-            return False
 
     @staticmethod
     def _skops_payload(est: Any) -> tuple[bytes, list[str]]:
@@ -300,9 +275,7 @@ class SklearnAdapter(ExternalClassifier):
 
     @classmethod
     def _load_state(cls, directory: Path, manifest: dict[str, Any]) -> Self:
-        where = cls._where(directory)
-        state = manifest["state"]
-        model_id, probe = cls._read_common(state, where)
+        where, state, model_id, probe = cls._read_common(directory, manifest)
         storage = state.get("storage")
         payload: bytes | None = None
         untrusted: list[str] = []

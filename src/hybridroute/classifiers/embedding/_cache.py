@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..._cachedir import cache_root
 from .._cache_store import CacheStore
 
 __all__ = [
@@ -52,13 +53,7 @@ _TABLE = (
 def default_cache_dir() -> Path:
     """``$HYBRIDROUTE_CACHE_DIR/embeddings``, else ``$XDG_CACHE_HOME/hybridroute/embeddings``,
     else ``~/.cache/hybridroute/embeddings`` (the same root as the dataset cache)."""
-    env = os.environ.get("HYBRIDROUTE_CACHE_DIR")
-    if env:
-        base = Path(env).expanduser()
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "hybridroute"
-    return base / "embeddings"
+    return cache_root() / "embeddings"
 
 
 def text_key(text: str) -> str:

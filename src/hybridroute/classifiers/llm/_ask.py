@@ -39,6 +39,7 @@ def item_asker(
     settings: RetrySettings,
     max_concurrency: int,
     outcomes: Counter[str],
+    examples_for: Callable[[str], Sequence[tuple[str, str]]] | None = None,
 ) -> Callable[[str, str], Awaitable[LLMItemResult]]:
     """The per-item coroutine ``ask(key, text) -> LLMItemResult``.
 
@@ -58,6 +59,9 @@ def item_asker(
         Requests in flight at once, across every item of the batch.
     outcomes : Counter
         Counts each request's outcome (:func:`~._results.outcome_name`), updated in place.
+    examples_for : callable or None
+        Labelled examples to show with one text (the most similar training texts,
+        :mod:`._similar`), besides the template's own.
     """
     labels = list(labels)
     order = {label: i for i, label in enumerate(labels)}
@@ -80,7 +84,8 @@ def item_asker(
             return exc
 
     async def ask(key: str, text: str) -> LLMItemResult:
-        messages = template.render(labels, text)
+        shown = (examples_for(text) or ()) if examples_for is not None else ()
+        messages = template.render(labels, text, examples=shown)
         done = await asyncio.gather(
             *(sample(messages, f"{key}:{i}") for i in range(method.n_samples))
         )
@@ -100,6 +105,14 @@ def item_asker(
             detail = next(str(f) for f in failures if f.reason_code == reason)
             return LLMItemResult(scores=(), abstain_reason=reason, detail=detail, usage=usage)
         scores, source = method.scores(answers)
+        if not scores:  # e.g. log-probabilities asked for, none returned: no evidence
+            return LLMItemResult(
+                scores=(),
+                abstain_reason="provider_error",
+                detail=f"the answer carries no confidence ({source}): the provider "
+                "returned no token log-probabilities for it",
+                usage=usage,
+            )
         ranked = tuple(sorted(scores.items(), key=lambda kv: (-kv[1], order.get(kv[0], 0))))
         return LLMItemResult(scores=ranked, confidence_source=source, usage=usage)
 

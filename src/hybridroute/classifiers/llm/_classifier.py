@@ -44,9 +44,11 @@ from ._ask import item_asker
 from ._cache import AnswerCache, answer_fields, cache_key
 from ._confidence import CONFIDENCE_METHODS, ConfidenceMethod, make_confidence_method
 from ._loop import BackgroundLoop, run_sync
-from ._options import DEFAULT_MAX_RESPONSE_BYTES, MODE_NAMES, NO_KEY, SECRET_PARAMS
+from ._options import DEFAULT_MAX_RESPONSE_BYTES, MODE_CHOICES, NO_KEY, SECRET_PARAMS
 from ._prompt import PromptTemplate
 from ._results import LLMBatch, LLMBatchReport, LLMItemResult, batch_report, cached_item
+from ._servers import DEFAULT_SERVER, ServerProfile, answer_token_bound, server_profile
+from ._similar import SimilarExamples
 
 __all__ = [
     "LLMBatch",
@@ -81,8 +83,19 @@ class LLMClassifier(IntentClassifier):
         Versioned instructions, label descriptions, examples, optional ``none_of_these``.
     retry : RetrySettings or None
         Transport and label-repair budgets, backoff, per-request timeout.
-    mode : {"tools", "json", "md_json", "json_schema"}
-        How structured output is asked for (instructor modes).
+    mode : {"auto", "tools", "json", "md_json", "json_schema"}
+        How structured output is asked for (instructor modes). ``auto`` picks by the
+        server's capabilities: ``tools`` where it constrains tool calls, unless the
+        confidence method needs log-probabilities the server does not give for tool
+        calls -- then ``json_schema`` in the server's request shape (see
+        :mod:`hybridroute.classifiers.llm._servers`). :attr:`mode_` says which.
+    server : {"openai", "llama_cpp"}
+        The kind of server, for the request shapes it takes: ``openai`` (OpenAI, every
+        hosted provider through litellm, vLLM, llama.cpp's ``llama-server``) or
+        ``llama_cpp`` (llama-cpp-python's server, as ``hybridroute llm-server`` starts
+        it: schemas as ``json_object`` + ``schema``, log-probabilities for tool calls,
+        and a ``max_tokens`` sized for the label set sent unless ``extra_params`` sets
+        one, since it does not stop a runaway answer itself).
     confidence : {"verbalized", "self_consistency", "logprobs"}
         The raw-confidence method (see :mod:`hybridroute.classifiers.llm._confidence`).
     n_samples : int
@@ -98,6 +111,10 @@ class LLMClassifier(IntentClassifier):
         :mod:`hybridroute.classifiers.llm._cache`); ``None`` disables caching.
     n_examples_per_label : int
         Few-shot examples per label drawn from the training data in :meth:`fit` (seeded).
+    n_similar_examples : int
+        Show each text's ``k`` most similar training texts, with their labels, in its
+        prompt (retrieved with the local classifier's TF-IDF features:
+        :mod:`hybridroute.classifiers.llm._similar`); 0 (default) shows none.
     seed : int
         Seeds the few-shot draw (jitter is seeded by ``retry.seed``).
     extra_params : mapping or None
@@ -118,6 +135,10 @@ class LLMClassifier(IntentClassifier):
         The label set (sorted; includes ``prompt.none_of_these`` when set).
     prompt_ : PromptTemplate
         The template actually used (with the few-shot examples drawn in ``fit``).
+    mode_ : str
+        The structured-output mode in use (``mode``, or what ``auto`` picked).
+    similar_ : SimilarExamples or None
+        The pool the similar examples are drawn from (``n_similar_examples > 0``).
     n_train_ : int
         Number of training texts seen by ``fit``.
 
@@ -148,7 +169,8 @@ class LLMClassifier(IntentClassifier):
         api_key_env: str | None = None,
         prompt: PromptTemplate | None = None,
         retry: RetrySettings | None = None,
-        mode: str = "tools",
+        mode: str = "auto",
+        server: str = DEFAULT_SERVER,
         confidence: str = "verbalized",
         n_samples: int = 5,
         sample_temperature: float = 1.0,
@@ -156,6 +178,7 @@ class LLMClassifier(IntentClassifier):
         max_concurrency: int = 16,
         cache_dir: str | os.PathLike[str] | None = None,
         n_examples_per_label: int = 0,
+        n_similar_examples: int = 0,
         seed: int = 0,
         extra_params: Mapping[str, Any] | None = None,
         max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
@@ -166,6 +189,7 @@ class LLMClassifier(IntentClassifier):
         self.prompt = prompt
         self.retry = retry
         self.mode = mode
+        self.server = server
         self.confidence = confidence
         self.n_samples = n_samples
         self.sample_temperature = sample_temperature
@@ -173,6 +197,7 @@ class LLMClassifier(IntentClassifier):
         self.max_concurrency = max_concurrency
         self.cache_dir = cache_dir
         self.n_examples_per_label = n_examples_per_label
+        self.n_similar_examples = n_similar_examples
         self.seed = seed
         self.extra_params = extra_params
         self.max_response_bytes = max_response_bytes
@@ -185,36 +210,51 @@ class LLMClassifier(IntentClassifier):
     def _settings(self) -> RetrySettings:
         return self.retry if self.retry is not None else RetrySettings()
 
+    def _profile(self) -> ServerProfile:
+        return server_profile(self.server)
+
     def _method(self) -> ConfidenceMethod:
         return make_confidence_method(
             self.confidence,
             n_samples=self.n_samples,
             temperature=self.temperature,
             sample_temperature=self.sample_temperature,
+            verbalized_fallback=not self._profile().returns_logprobs,
         )
+
+    def _resolved_mode(self) -> str:
+        """``mode``, or what ``auto`` picks for this server and confidence method."""
+        if self.mode != "auto":
+            return self.mode
+        wants_logprobs = self.confidence in CONFIDENCE_METHODS and (
+            CONFIDENCE_METHODS[self.confidence].wants_logprobs
+        )
+        return self._profile().pick_mode(wants_logprobs=wants_logprobs)
 
     def _validate_params(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("model must be a non-empty litellm model string")
-        if self.mode not in MODE_NAMES:
-            raise ValueError(f"unknown mode {self.mode!r}; known: {', '.join(MODE_NAMES)}")
+        if self.mode not in MODE_CHOICES:
+            raise ValueError(f"unknown mode {self.mode!r}; known: {', '.join(MODE_CHOICES)}")
+        profile = self._profile()  # validates server
         if self.confidence not in CONFIDENCE_METHODS:
             raise ValueError(
                 f"unknown confidence method {self.confidence!r}; "
                 f"known: {', '.join(CONFIDENCE_METHODS)}"
             )
-        if self.confidence == "logprobs" and self.mode in ("tools",):
-            raise ValueError(
-                "confidence='logprobs' needs a JSON mode (json, md_json, json_schema): "
-                "providers return no token log-probabilities for tool-call arguments"
-            )
+        if self.confidence == "logprobs":
+            refusal = profile.logprobs_refusal(self._resolved_mode())
+            if refusal is not None:
+                raise ValueError(refusal)
         self._method()  # validates n_samples / temperatures
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int):
             raise ValueError("max_concurrency must be an integer")
         if self.max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
-        if not isinstance(self.n_examples_per_label, int) or self.n_examples_per_label < 0:
-            raise ValueError("n_examples_per_label must be an integer >= 0")
+        for name in ("n_examples_per_label", "n_similar_examples"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
         if self.prompt is not None and not isinstance(self.prompt, PromptTemplate):
             raise ValueError("prompt must be a PromptTemplate")
         if self.retry is not None and not isinstance(self.retry, RetrySettings):
@@ -293,22 +333,43 @@ class LLMClassifier(IntentClassifier):
             )
         self.classes_ = np.array(classes)
         self.prompt_ = template
+        self.mode_ = self._resolved_mode()
+        self.similar_ = (
+            SimilarExamples(texts, labels, k=self.n_similar_examples)
+            if self.n_similar_examples
+            else None
+        )
         self.n_train_ = len(texts)
         return self
 
     # ------------------------------------------------------------------ batches
 
     def _cache_fields(self, method: ConfidenceMethod) -> dict[str, Any]:
-        """What decides an answer besides the text: endpoint, model, prompt... (the key)."""
-        return answer_fields(
+        """What decides an answer besides the text: endpoint, model, prompt... (the key).
+
+        Settings at their defaults add no key, so caches of earlier versions stay valid."""
+        fields = answer_fields(
             model=self.model,
             api_base=self.api_base,
             extra_params=self.extra_params,
             template=self.prompt_,
             labels=[str(c) for c in self.classes_],
-            mode=self.mode,
+            mode=self.mode_,
             confidence=method.settings(),
         )
+        if self.server != DEFAULT_SERVER:
+            fields["server"] = self.server
+            fields["max_tokens"] = self._max_tokens()
+        if self.similar_ is not None:
+            fields["similar_examples"] = self.similar_.fingerprint()
+        return fields
+
+    def _max_tokens(self) -> int | None:
+        """The answer bound sent to a server that has none of its own (and none given)."""
+        params = self.extra_params or {}
+        if self._profile().bounds_answers or {"max_tokens", "max_completion_tokens"} & set(params):
+            return None
+        return answer_token_bound([str(c) for c in self.classes_])
 
     def classify(self, texts: Sequence[str]) -> LLMBatch:
         """Classify ``texts``; never raises for a failed item (it abstains)."""
@@ -355,8 +416,12 @@ class LLMClassifier(IntentClassifier):
             todo = [key for key in unique if key not in results]
             if todo:
                 closers: list[Callable[[], Awaitable[None]]] = []
+                shown: dict[str, tuple[tuple[str, str], ...]] = {}
+                if self.similar_ is not None:  # one vectorised retrieval for the batch
+                    asked = [unique[key] for key in todo]
+                    shown = dict(zip(asked, self.similar_.nearest(asked), strict=True))
                 try:
-                    ask = self._make_ask(method, outcomes, closers)
+                    ask = self._make_ask(method, outcomes, closers, shown.get if shown else None)
                     for start in range(0, len(todo), _CHUNK):
                         chunk = todo[start : start + _CHUNK]
                         done = await asyncio.gather(*(ask(key, unique[key]) for key in chunk))
@@ -384,6 +449,7 @@ class LLMClassifier(IntentClassifier):
         method: ConfidenceMethod,
         outcomes: Counter[str],
         closers: list[Callable[[], Awaitable[None]]],
+        examples_for: Callable[[str], Any] | None = None,
     ) -> Callable[[str, str], Awaitable[LLMItemResult]]:
         """The per-item coroutine; what it opens is closed by awaiting ``closers``."""
         from ._seam import LiteLLMLabelAsker  # the only place litellm gets imported
@@ -393,7 +459,9 @@ class LLMClassifier(IntentClassifier):
         asker = LiteLLMLabelAsker(
             model=self.model,
             labels=labels,
-            mode=self.mode,
+            mode=self.mode_,
+            server=self.server,
+            max_tokens=self._max_tokens(),
             with_confidence=method.wants_verbalized,
             logprobs=method.wants_logprobs,
             api_base=self.api_base,
@@ -412,6 +480,7 @@ class LLMClassifier(IntentClassifier):
             settings=settings,
             max_concurrency=self.max_concurrency,
             outcomes=outcomes,
+            examples_for=examples_for,
         )
 
     # ------------------------------------------------------------------ classifier API
@@ -478,6 +547,7 @@ class LLMClassifier(IntentClassifier):
             "prompt": self._template().to_dict(),
             "retry": self._settings().to_dict(),
             "mode": self.mode,
+            "server": self.server,
             "confidence": self.confidence,
             "n_samples": self.n_samples,
             "sample_temperature": self.sample_temperature,
@@ -485,6 +555,7 @@ class LLMClassifier(IntentClassifier):
             "max_concurrency": self.max_concurrency,
             "cache_dir": None if self.cache_dir is None else str(self.cache_dir),
             "n_examples_per_label": self.n_examples_per_label,
+            "n_similar_examples": self.n_similar_examples,
             "seed": self.seed,
             "extra_params": dict(self.extra_params or {}),
             "max_response_bytes": self.max_response_bytes,
@@ -528,17 +599,25 @@ class LLMClassifier(IntentClassifier):
     def get_state(self) -> dict[str, Any]:
         """The fitted state as plain JSON."""
         self._check_fitted()
-        return {
+        out = {
             "classes": [str(c) for c in self.classes_],
             "prompt": self.prompt_.to_dict(),
             "n_train": int(self.n_train_),
         }
+        if self.similar_ is not None:
+            out["similar_examples"] = self.similar_.to_state()
+        return out
 
     def set_state(self, state: Mapping[str, Any]) -> LLMClassifier:
         """Restore :meth:`get_state` output (the inverse of fitting)."""
         self.classes_ = np.array([str(c) for c in state["classes"]])
         self.prompt_ = PromptTemplate.from_dict(state["prompt"])
         self.n_train_ = int(state["n_train"])
+        self.mode_ = self._resolved_mode()
+        similar = state.get("similar_examples")
+        self.similar_ = SimilarExamples.from_state(similar) if similar is not None else None
+        if (self.similar_ is None) != (not self.n_similar_examples):
+            raise ValueError("the fitted similar examples do not match n_similar_examples")
         return self
 
 
@@ -553,13 +632,15 @@ def fit_llm(
     api_base: str | None = None,
     api_key_env: str | None = None,
     prompt_path: str | os.PathLike[str] | None = None,
-    mode: str = "tools",
+    mode: str = "auto",
+    server: str = DEFAULT_SERVER,
     confidence: str = "verbalized",
     n_samples: int = 5,
     max_concurrency: int = 16,
     timeout: float | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     n_examples_per_label: int = 0,
+    n_similar_examples: int = 0,
     seed: int = 0,
     max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> LLMClassifier:
@@ -572,9 +653,9 @@ def fit_llm(
     ----------
     texts, labels : sequence of str
         The training texts and their labels (the label set, few-shot examples).
-    model, api_base, api_key_env, mode, confidence, n_samples
+    model, api_base, api_key_env, mode, server, confidence, n_samples
         As for :class:`LLMClassifier`.
-    max_concurrency, n_examples_per_label, seed, max_response_bytes
+    max_concurrency, n_examples_per_label, n_similar_examples, seed, max_response_bytes
         As for :class:`LLMClassifier`.
     prompt_path : str or path-like or None
         A JSON or YAML prompt template (see :meth:`PromptTemplate.from_file`).
@@ -601,11 +682,13 @@ def fit_llm(
             prompt=prompt,
             retry=retry,
             mode=mode,
+            server=server,
             confidence=confidence,
             n_samples=n_samples,
             max_concurrency=max_concurrency,
             cache_dir=None if cache_dir is None else str(Path(cache_dir)),
             n_examples_per_label=n_examples_per_label,
+            n_similar_examples=n_similar_examples,
             seed=seed,
             max_response_bytes=max_response_bytes,
         )

@@ -5,10 +5,17 @@
 * ``self_consistency`` (:class:`SelfConsistency`) -- ``n_samples`` sampled answers at
   ``temperature``; a label's score is its vote share (votes / samples asked, so failed
   samples lower the confidence rather than vanish).
-* ``logprobs`` (:class:`TokenLogprobs`) -- the exponentiated sum of the token
-  log-probabilities of the label's value in the answer (JSON modes; OpenAI-style
-  providers return them). When a provider returns none, the verbalised confidence of the
-  same answer is used and the item says so (``confidence_source``).
+* ``logprobs`` (:class:`TokenLogprobs`) -- the label distribution read from the token
+  log-probabilities of the answer: where the provider lists each token's alternatives
+  (``top_logprobs``), the probability of every label they reach, for labels of any number
+  of tokens (:func:`~._response.label_distribution`); where it lists none, the
+  exponentiated sum of the label's own token log-probabilities. The answer's label is
+  then the distribution's most probable one, which may differ from the label the model
+  happened to write. Servers return them in JSON modes (OpenAI-style providers) and, on
+  llama-cpp-python's server, for tool calls too (:mod:`._servers`). With
+  ``verbalized_fallback`` (servers that may return none) the answer also carries a
+  verbalised confidence, used -- and said (``confidence_source``) -- when no
+  log-probabilities come back; without it such an item abstains (``provider_error``).
 
 All are **raw** scores: nothing here is calibrated (the calibration package does that).
 Methods are resolved by name through :data:`CONFIDENCE_METHODS`.
@@ -38,7 +45,7 @@ class ConfidenceMethod:
 
     name: ClassVar[str] = "base"
     #: Ask for a verbalised ``confidence`` field in the response model.
-    wants_verbalized: ClassVar[bool] = False
+    wants_verbalized: bool = False
     #: Ask the provider for token log-probabilities.
     wants_logprobs: ClassVar[bool] = False
 
@@ -88,21 +95,44 @@ class SelfConsistency(ConfidenceMethod):
 
 
 class TokenLogprobs(ConfidenceMethod):
-    """exp(sum of the label tokens' log-probabilities), verbalised as a fallback."""
+    """The label distribution from token log-probabilities (see the module notes).
+
+    Parameters
+    ----------
+    verbalized_fallback : bool
+        Also ask for a verbalised ``confidence`` and use it when a provider returns no
+        log-probabilities; without it such an item has no score (it abstains).
+    """
 
     name = "logprobs"
-    wants_verbalized = True
     wants_logprobs = True
 
-    def __init__(self, *, n_samples: int = 1, temperature: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        n_samples: int = 1,
+        temperature: float | None = None,
+        verbalized_fallback: bool = True,
+    ) -> None:
         super().__init__(n_samples=1, temperature=temperature)
+        self.verbalized_fallback = bool(verbalized_fallback)
+        self.wants_verbalized = self.verbalized_fallback
+
+    def settings(self) -> dict[str, object]:
+        out = super().settings()
+        if not self.verbalized_fallback:  # the default keeps the keys it always had
+            out["verbalized_fallback"] = False
+        return out
 
     def scores(self, answers: Sequence[Answered]) -> tuple[dict[str, float], str]:
         answer = answers[0]
+        if answer.label_scores:
+            return {label: _clip(p) for label, p in answer.label_scores}, "logprobs"
         if answer.label_logprob is not None:
             return {answer.label: _clip(math.exp(answer.label_logprob))}, "logprobs"
-        value = answer.verbalized if answer.verbalized is not None else 1.0
-        return {answer.label: _clip(value)}, "verbalized_fallback"
+        if self.verbalized_fallback and answer.verbalized is not None:
+            return {answer.label: _clip(answer.verbalized)}, "verbalized_fallback"
+        return {}, "no_logprobs"
 
 
 def _clip(value: float) -> float:
@@ -116,9 +146,15 @@ CONFIDENCE_METHODS: dict[str, type[ConfidenceMethod]] = {
 
 
 def make_confidence_method(
-    name: str, *, n_samples: int, temperature: float | None, sample_temperature: float
+    name: str,
+    *,
+    n_samples: int,
+    temperature: float | None,
+    sample_temperature: float,
+    verbalized_fallback: bool = True,
 ) -> ConfidenceMethod:
-    """Build the method ``name`` from the classifier's settings."""
+    """Build the method ``name`` from the classifier's settings (``verbalized_fallback``:
+    see :class:`TokenLogprobs`)."""
     try:
         cls = CONFIDENCE_METHODS[name]
     except KeyError:
@@ -127,4 +163,6 @@ def make_confidence_method(
         ) from None
     if cls is SelfConsistency:
         return cls(n_samples=n_samples, temperature=sample_temperature)
+    if cls is TokenLogprobs:
+        return TokenLogprobs(temperature=temperature, verbalized_fallback=verbalized_fallback)
     return cls(temperature=temperature)

@@ -7,10 +7,22 @@ each value is written once.
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "MODE_NAMES", "NO_KEY", "SECRET_PARAMS"]
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "MODE_CHOICES",
+    "MODE_NAMES",
+    "NO_KEY",
+    "SECRET_PARAMS",
+    "TOP_LOGPROBS",
+]
 
 #: Structured-output modes, by our names (the seam maps them to instructor modes).
 MODE_NAMES: tuple[str, ...] = ("tools", "json", "md_json", "json_schema")
+#: What the classifier's ``mode`` accepts: ``auto`` picks one per server (``_servers``).
+MODE_CHOICES: tuple[str, ...] = ("auto", *MODE_NAMES)
+
+#: Alternatives asked per answer token when log-probabilities are wanted (OpenAI's most).
+TOP_LOGPROBS = 20
 
 #: Default limit on one response body, in bytes, as received and as decoded (1 MiB). A
 #: label answer is a few hundred bytes; a long reasoning answer stays far below it.

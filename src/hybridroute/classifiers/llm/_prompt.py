@@ -119,8 +119,19 @@ class PromptTemplate:
 
     # ------------------------------------------------------------------ rendering
 
-    def system_message(self, labels: Sequence[str]) -> str:
-        """The system message for a label set."""
+    def system_message(
+        self, labels: Sequence[str], examples: Sequence[tuple[str, str]] = ()
+    ) -> str:
+        """The system message for a label set.
+
+        Parameters
+        ----------
+        labels : sequence of str
+            The allowed labels, in the order shown.
+        examples : sequence of (text, label)
+            Labelled examples shown after the template's own (e.g. the training texts
+            most similar to the one asked about).
+        """
         lines = [self.instructions.strip(), "", "Allowed labels:"]
         for label in labels:
             description = self.label_descriptions.get(label)
@@ -130,17 +141,35 @@ class PromptTemplate:
                 "",
                 f"If no other label applies, answer {self.none_of_these}.",
             ]
-        if self.examples:
+        shown = (*self.examples, *examples)
+        if shown:
             lines += ["", "Examples:"]
-            for text, label in self.examples:
+            for text, label in shown:
                 lines.append(f"{render_text(text)}\nlabel: {label}")
         lines += ["", "Answer with exactly one of the allowed labels."]
         return "\n".join(lines)
 
-    def render(self, labels: Sequence[str], text: str) -> list[dict[str, str]]:
-        """Chat messages asking for the label of ``text`` among ``labels``."""
+    def render(
+        self, labels: Sequence[str], text: str, examples: Sequence[tuple[str, str]] = ()
+    ) -> list[dict[str, str]]:
+        """Chat messages asking for the label of ``text`` among ``labels``.
+
+        Parameters
+        ----------
+        labels : sequence of str
+            The allowed labels.
+        text : str
+            The text to classify (shown between the template's markers).
+        examples : sequence of (text, label)
+            More labelled examples for this text (see :meth:`system_message`).
+
+        Returns
+        -------
+        list of dict
+            The system and user messages.
+        """
         return [
-            _message("system", self.system_message(labels)),
+            _message("system", self.system_message(labels, examples)),
             _message("user", render_text(text)),
         ]
 

@@ -97,7 +97,8 @@ class LLMBatchReport:
 
     ``requests`` counts HTTP requests actually made (0 on a fully cached rerun);
     ``request_outcomes`` counts them by outcome (``answered``, ``invalid_label``,
-    ``rate_limit``, ``server_error``, ``timeout``, ...); ``abstentions`` counts abstained
+    ``cut_off`` -- an answer stopped at ``max_tokens`` --, ``rate_limit``,
+    ``server_error``, ``timeout``, ...); ``abstentions`` counts abstained
     items by reason code. ``cost_usd`` is ``None`` when some answer had no known price
     (a model missing from litellm's cost map).
     """
@@ -189,7 +190,7 @@ def usage_from_error(exc: LLMError) -> Usage:
 def outcome_name(result: AttemptResult) -> str:
     """How one request ended, as counted in :attr:`LLMBatchReport.request_outcomes`."""
     if isinstance(result, LabelFailure):
-        return "invalid_label"
+        return "cut_off" if result.cut_off else "invalid_label"
     kind = getattr(result, "kind", None)
     return str(kind) if kind is not None else "answered"
 

@@ -19,8 +19,9 @@ never stopped by one item.
 
 The budgets are per question and exact: at most ``1 + max_transport_retries +
 max_label_repairs`` requests (:attr:`RetrySettings.max_requests`). A request rejected for
-good (401, 403, 404, 400) is not retried at all, nor is a response whose body the seam
-refused (``response_too_large``: over the response byte limit; ``bad_response`` in a
+good (401, 403, 404, 400) is not retried at all, nor is an answer cut off at
+``max_tokens`` (re-asking would run on again: ``invalid_label`` at once), nor a response
+whose body the seam refused (``response_too_large``: over the response byte limit; ``bad_response`` in a
 content coding that cannot be decoded within it), since the same endpoint would send the
 same body again; both end the question at once with ``provider_error``.
 """
@@ -46,6 +47,9 @@ __all__ = [
 ]
 
 Message = Mapping[str, Any]
+
+#: Characters of a cut-off answer kept for diagnosis (it ran to ``max_tokens``).
+_RAW_KEPT = 2000
 
 
 # --------------------------------------------------------------------------- attempt outcomes
@@ -89,11 +93,17 @@ class Usage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Answered:
-    """One request that produced a label from the label set."""
+    """One request that produced a label from the label set.
+
+    ``label_logprob`` is the summed log-probability of the label's tokens and
+    ``label_scores`` the distribution over the label set read from the tokens'
+    alternatives (best first), when the provider returned token log-probabilities.
+    """
 
     label: str
     verbalized: float | None = None
     label_logprob: float | None = None
+    label_scores: tuple[tuple[str, float], ...] | None = None
     raw: str = ""
     usage: Usage = Usage(requests=1)
 
@@ -118,11 +128,17 @@ class TransportFailure:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LabelFailure:
-    """One request whose answer was not a valid label; ``error`` is the feedback."""
+    """One request whose answer was not a valid label; ``error`` is the feedback.
+
+    ``cut_off``: the answer stopped at ``max_tokens`` (``finish_reason="length"``). It
+    is not re-asked -- the model would run on again, and the runaway text would have to
+    go back into the conversation -- so the question ends at once (``invalid_label``).
+    """
 
     error: str
     raw: str = ""
     usage: Usage = Usage(requests=1)
+    cut_off: bool = False
 
 
 AttemptResult = Answered | TransportFailure | LabelFailure
@@ -230,6 +246,13 @@ async def ask_with_budgets(
                 )
             await sleep(settings.delay(transport_failures, key, result.retry_after))
             continue
+        if result.cut_off:  # a runaway answer: bounded by max_tokens, never re-asked
+            raise LLMLabelError(
+                f"{result.error}; not re-asked",
+                attempts=usage.requests,
+                last_response=result.raw[:_RAW_KEPT],
+                usage=usage.to_dict(),
+            )
         # LabelFailure: re-ask with the validation error, never with a transport error.
         repairs += 1
         if repairs > settings.max_label_repairs:

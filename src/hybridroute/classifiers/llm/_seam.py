@@ -52,10 +52,18 @@ from instructor.processing.response import handle_response_model, process_respon
 
 from ._clients import ClientCache, build_client, resolve_route
 from ._errors import describe_validation_error, map_exception
-from ._options import DEFAULT_MAX_RESPONSE_BYTES, MODE_NAMES
+from ._options import DEFAULT_MAX_RESPONSE_BYTES, MODE_NAMES, TOP_LOGPROBS
 from ._quiet import quiet_litellm, readonly_warnings_ignored, warm_up, warm_up_provider
-from ._response import label_logprob, raw_answer, strict_json_problem, usage_of
+from ._response import (
+    cut_off,
+    label_distribution,
+    label_logprob,
+    raw_answer,
+    strict_json_problem,
+    usage_of,
+)
 from ._retry import Answered, AttemptResult, LabelFailure, TransportFailure
+from ._servers import DEFAULT_SERVER, server_profile
 
 __all__ = ["MODES", "LabelAsker", "LiteLLMLabelAsker", "build_response_model"]
 
@@ -122,8 +130,16 @@ class LiteLLMLabelAsker:
     with_confidence : bool
         Ask for a verbalised ``confidence`` field.
     logprobs : bool
-        Ask for token log-probabilities (JSON modes); the label's summed log-probability
-        is returned in :attr:`Answered.label_logprob` when the provider gives them.
+        Ask for token log-probabilities and their ``top_logprobs`` alternatives; the
+        label's summed log-probability and the label distribution they give
+        (:func:`~._response.label_distribution`) are returned in
+        :attr:`Answered.label_logprob` and :attr:`Answered.label_scores` when the
+        provider gives them.
+    server : str
+        The kind of server (:mod:`._servers`): how a JSON schema is sent.
+    max_tokens : int or None
+        Sent as ``max_tokens`` unless ``extra_params`` sets it (the classifier gives one
+        for servers that do not bound an answer themselves).
     api_base, api_key : str or None
         An OpenAI-compatible endpoint and its key (``None``: litellm's own resolution,
         e.g. provider environment variables). The key is used, never stored elsewhere.
@@ -156,6 +172,8 @@ class LiteLLMLabelAsker:
         mode: str = "tools",
         with_confidence: bool = True,
         logprobs: bool = False,
+        server: str = DEFAULT_SERVER,
+        max_tokens: int | None = None,
         api_base: str | None = None,
         api_key: str | None = None,
         timeout: float = 30.0,
@@ -174,6 +192,8 @@ class LiteLLMLabelAsker:
                 f"max_response_bytes must be a positive integer or None, got {max_response_bytes!r}"
             )
         self.max_response_bytes = max_response_bytes
+        self._profile = server_profile(server)
+        self.max_tokens = max_tokens
         self._route: str | None = None
         self._shared = clients
         self._own = ClientCache()  # clients built for this asker alone (closed by aclose)
@@ -192,6 +212,7 @@ class LiteLLMLabelAsker:
         prepared, kwargs = handle_response_model(
             self._response_model, mode=self._instructor_mode, messages=list(_PROBE)
         )
+        kwargs = self._profile.adapt(kwargs)
         self._prepared_model = prepared
         if kwargs.get("messages") == list(_PROBE):
             kwargs.pop("messages")
@@ -252,7 +273,7 @@ class LiteLLMLabelAsker:
             mode=self._instructor_mode,
             messages=[dict(m) for m in messages],
         )
-        return kwargs
+        return self._profile.adapt(kwargs)
 
     async def attempt(
         self, messages: Sequence[Mapping[str, Any]], *, temperature: float | None = None
@@ -281,6 +302,11 @@ class LiteLLMLabelAsker:
             params["temperature"] = temperature
         if self.logprobs:
             params["logprobs"] = True
+            params.setdefault("top_logprobs", TOP_LOGPROBS)
+        if self.max_tokens is not None and not (
+            {"max_tokens", "max_completion_tokens"} & set(self.extra_params)
+        ):
+            params["max_tokens"] = self.max_tokens
         try:
             client = self._client()  # inside: building an SDK client can refuse a missing key
             if client is not None:
@@ -298,6 +324,14 @@ class LiteLLMLabelAsker:
                 kind="empty_response", detail="response has no choices", usage=usage
             )
         raw = raw_answer(response)
+        if cut_off(response):
+            return LabelFailure(
+                error=f"the answer was cut off at max_tokens ({usage.completion_tokens} "
+                "tokens, finish_reason=length)",
+                raw=raw,
+                usage=usage,
+                cut_off=True,
+            )
         problem = strict_json_problem(raw, tools=self.mode == "tools")
         if problem is not None:
             return LabelFailure(error=problem, raw=raw, usage=usage)
@@ -312,6 +346,9 @@ class LiteLLMLabelAsker:
             label=label,
             verbalized=getattr(parsed, "confidence", None),
             label_logprob=label_logprob(response, raw, label) if self.logprobs else None,
+            label_scores=label_distribution(response, self.labels, label)
+            if self.logprobs
+            else None,
             raw=raw,
             usage=usage,
         )
