@@ -18,6 +18,15 @@ process run -- and their ratio, because this machine is shared and absolute numb
 drift with its load (the load averages are recorded). The JSON (``--json``) holds every
 row, a flat ``metrics`` map and the raw results of each benchmark; ``--compare OLD.json``
 prints each metric with the old value, the new one and the change.
+
+**Goals.** A row may carry a goal on its ratio (``>= 2x``, ``<= 1.5x``: issue 27), measured
+in the same run, and the noise of that ratio (the spread of its repeats). In a full-size
+run each goal row is checked: ``ok`` when met, ``~`` when missed by no more than the noise
+(the largest of the row's own, the committed run's -- ``--compare``, else
+``benchmarks/results/benchmarks.json`` -- and 5%), ``FAIL`` beyond it. A failed goal is
+printed as a ``GOAL FAILED`` line naming the row, its ratio, the goal, the noise and the
+committed run's ratio, and the run exits with status 3 (``--no-goals``: 0). ``--show``
+checks a saved run the same way. ``--quick`` runs are too small to measure: not checked.
 """
 
 from __future__ import annotations
@@ -79,6 +88,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "llm": {"n": 500, "latency": 0.2, "concurrency": 32, "faults": True},
         "records": {"n": 10_000, "repeats": 2},
         "memory": {"sizes": "100000,1000000", "n_boot": 200, "overlap": True},
+        "log_monitor": {"sizes": "10000,1000000", "audited": 2_000, "rounds": 5},
     },
     "quick": {
         "rules": {"n": 5_000, "repeats": 1},
@@ -89,6 +99,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "llm": {"n": 64, "latency": 0.05, "concurrency": 16, "faults": False},
         "records": {"n": 1_000, "repeats": 1},
         "memory": {"sizes": "2000,20000", "n_boot": 20, "overlap": False},
+        "log_monitor": {"sizes": "2000,20000", "audited": 300, "rounds": 3},
     },
 }
 

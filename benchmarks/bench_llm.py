@@ -205,6 +205,7 @@ def run_layers(args: argparse.Namespace) -> dict[str, Any]:
         async def sdk() -> Any:
             client = openai.AsyncOpenAI(base_url=srv.api_base, api_key="not-a-key", max_retries=0)
             name = args.model.split("/", 1)[-1]
+            closers.append(client.close)
             return lambda i: client.chat.completions.create(
                 model=name, **{**request, "messages": messages(i)}
             )
@@ -225,7 +226,10 @@ def run_layers(args: argparse.Namespace) -> dict[str, Any]:
             )
 
         async def seam() -> Any:
+            closers.append(asker.aclose)
             return lambda i: asker.attempt(messages(i))
+
+        closers: list[Any] = []
 
         for name, make in (("openai_sdk", sdk), ("litellm", via_litellm), ("seam", seam)):
 
@@ -234,7 +238,10 @@ def run_layers(args: argparse.Namespace) -> dict[str, Any]:
                 await call(-1)  # warm-up
                 cpu, start = _cpu_seconds(), time.perf_counter()
                 await _bounded(n, call, args.concurrency)
-                return n / (time.perf_counter() - start), (_cpu_seconds() - cpu) / n * 1000
+                measured = n / (time.perf_counter() - start), (_cpu_seconds() - cpu) / n * 1000
+                while closers:  # clients belong to this loop: closed before it ends
+                    await closers.pop()()
+                return measured
 
             rate, cpu_ms = asyncio.run(measure())
             out[name] = {"labels_per_s": round(rate, 1), "client_cpu_ms": round(cpu_ms, 3)}
@@ -326,6 +333,280 @@ def run_cascade(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# --------------------------------------------------------------------------- a real model
+
+#: What the real-model section asks, by name: the classifier settings of each run.
+REAL_RUNS: dict[str, dict[str, Any]] = {
+    "tools/verbalized": {"mode": "tools", "confidence": "verbalized"},
+    "json_schema/verbalized": {"mode": "json_schema", "confidence": "verbalized"},
+    "tools/logprobs": {"mode": "tools", "confidence": "logprobs"},
+    "tools/self_consistency": {
+        "mode": "tools",
+        "confidence": "self_consistency",
+        "temperature": None,
+        "sample_temperature": 1.0,
+    },
+}
+
+
+def _real_sets(args: argparse.Namespace) -> dict[str, tuple[list[str], list[str]]]:
+    """support-tickets: the whole train split (few-shot pool, local classifier), and
+    seeded samples of ``--real-cal`` calibration and ``--real-n`` test rows."""
+    import numpy as np
+
+    from hybridroute.datasets import load_dataset
+
+    ds = load_dataset("support-tickets")
+    rng = np.random.default_rng(args.seed)
+    out = {}
+    for split, n in (("train", None), ("calibration", args.real_cal), ("test", args.real_n)):
+        part = ds.split(split)
+        texts, labels = [str(t) for t in part.texts], [str(y) for y in part.y]
+        if n is not None:
+            keep = sorted(rng.choice(len(texts), size=min(n, len(texts)), replace=False))
+            texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
+        out[split] = (texts, labels)
+    return out
+
+
+def _one_by_one(clf: Any, texts: list[str]) -> tuple[list[Any], list[float]]:
+    """Each text classified alone, timed: the server answers one request at a time."""
+    items, seconds = [], []
+    for text in texts:
+        start = time.perf_counter()
+        items.append(clf.classify([text]).items[0])
+        seconds.append(time.perf_counter() - start)
+    return items, seconds
+
+
+def _answer_figures(clf: Any, items: list[Any], gold: list[str]) -> dict[str, Any]:
+    """Accuracy, macro-F1 (abstentions count as misses) and the abstention shares."""
+    from hybridroute.evaluation._stats import macro_f1
+
+    answers = [item.label for item in items]
+    n = len(gold)
+    reasons: dict[str, int] = {}
+    for item in items:
+        if item.abstained:
+            reasons[item.abstain_reason] = reasons.get(item.abstain_reason, 0) + 1
+    return {
+        "accuracy": sum(a == g for a, g in zip(answers, gold, strict=True)) / n,
+        "macro_f1": macro_f1(gold, answers, labels=[str(c) for c in clf.classes_]),
+        "abstained": sum(reasons.values()) / n,
+        "invalid_answer_rate": reasons.get("invalid_label", 0) / n,
+        "abstentions": dict(sorted(reasons.items())),
+    }
+
+
+def _confidence_figures(
+    clf: Any, cal: tuple[list[Any], list[str]], test: tuple[list[Any], list[str]], args: Any
+) -> dict[str, Any]:
+    """ECE of the answered test items before and after temperature scaling (fitted on
+    the calibration items), and the coverage a certified-precision threshold (fitted on
+    the calibrated calibration scores) gives on the test items; an abstention never
+    auto-routes (confidence 0)."""
+    import numpy as np
+
+    from hybridroute.calibration import (
+        CertifiedPrecisionThreshold,
+        TemperatureScaling,
+        expected_calibration_error,
+    )
+
+    classes = [str(c) for c in clf.classes_]
+    index = {c: i for i, c in enumerate(classes)}
+
+    def arrays(items: list[Any], gold: list[str]) -> tuple[Any, Any, Any]:
+        proba = clf._proba_rows(items)
+        answered = np.array([not item.abstained for item in items])
+        y = np.array([index.get(g, -1) for g in gold])
+        return proba, answered, y
+
+    cal_p, cal_ok, cal_y = arrays(*cal)
+    test_p, test_ok, test_y = arrays(*test)
+    known = cal_ok & (cal_y >= 0)
+    out: dict[str, Any] = {"n_cal_answered": int(known.sum())}
+    if known.sum() < 2 or test_ok.sum() == 0:
+        return out | {"note": "too few answered items to calibrate"}
+    scaler = TemperatureScaling().fit(cal_p[known], cal_y[known])
+    for name, proba in (("before", test_p), ("after", scaler.transform(test_p))):
+        conf = proba.max(axis=1)
+        correct = (proba.argmax(axis=1) == test_y) & test_ok
+        out[f"ece_{name}"] = expected_calibration_error(conf[test_ok], correct[test_ok])
+    out["temperature"] = float(scaler.temperature_)
+    cal_after = scaler.transform(cal_p)
+    cal_conf = np.where(cal_ok, cal_after.max(axis=1), 0.0)
+    cal_correct = (cal_after.argmax(axis=1) == cal_y) & cal_ok
+    fitter = CertifiedPrecisionThreshold(args.real_target, args.real_delta).fit(
+        cal_conf, cal_correct
+    )
+    test_after = scaler.transform(test_p)
+    test_conf = np.where(test_ok, test_after.max(axis=1), 0.0)
+    covered = test_conf >= fitter.threshold_
+    hits = (test_after.argmax(axis=1) == test_y) & test_ok & covered
+    out["certified_threshold"] = float(fitter.threshold_)
+    out["certified_coverage"] = float(covered.mean())
+    out["covered_precision"] = float(hits.sum() / covered.sum()) if covered.any() else None
+    return out
+
+
+def _real_run(
+    name: str, settings: dict[str, Any], sets: dict[str, Any], args: Any, **extra: Any
+) -> tuple[Any, dict[str, Any]]:
+    """One configuration: fit (no request), the calibration items, the test items timed."""
+    from hybridroute.classifiers import LLMClassifier, RetrySettings
+
+    options = {"temperature": 0.0, **REAL_RUNS.get(name, {}), **extra}
+    if options.get("confidence") == "self_consistency":
+        options["n_samples"] = args.real_samples
+    clf = LLMClassifier(
+        **settings, retry=RetrySettings(timeout=300.0), seed=args.seed, **options
+    ).fit(*sets["train"])
+    test_texts, test_gold = sets["test"]
+    items, seconds = _one_by_one(clf, test_texts)
+    figures = {"mode": clf.mode_, "settings": options} | _answer_figures(clf, items, test_gold)
+    ordered = sorted(seconds)
+    figures |= {
+        "latency_p50_s": ordered[len(ordered) // 2],
+        "latency_p90_s": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        "labels_per_s": len(items) / sum(seconds),
+        "requests": sum(item.usage.requests for item in items),
+    }
+    if args.real_cal and not name.startswith("json/"):
+        cal_items = clf.classify(sets["calibration"][0]).items
+        figures["confidence"] = _confidence_figures(
+            clf, (cal_items, sets["calibration"][1]), (items, test_gold), args
+        )
+    return clf, figures
+
+
+def _real_cascade(llm: Any, sets: dict[str, Any], args: Any) -> dict[str, Any]:
+    """Local first, the real model below the fitted escalation threshold; does the
+    escalation help, i.e. is the model better than the local classifier where it escalates?
+    (The threshold is fitted on the local classifier's calibration scores only: it does
+    not see how good the escalation target is.)"""
+    import numpy as np
+
+    from hybridroute.calibration import CertifiedPrecisionThreshold
+    from hybridroute.classifiers import CascadeClassifier, LocalClassifier
+
+    train, cal, test = sets["train"], sets["calibration"], sets["test"]
+    local = LocalClassifier(Cs=(10.0,), random_state=args.seed).fit(*train)
+    proba = local.predict_proba(cal[0])
+    correct = np.asarray(local.classes_)[proba.argmax(axis=1)] == np.asarray(cal[1])
+    fitter = CertifiedPrecisionThreshold(args.cascade_target, args.cascade_delta)
+    fitter.fit(proba.max(axis=1), correct)
+    batch = CascadeClassifier.from_fitted(local, llm, policy=fitter).classify(test[0])
+    escalated = np.asarray(batch.escalated)
+    local_answers = [r.top for r in local.rank(test[0], k=1)]
+    cascade_answers = [None if r.abstained else r.top for r in batch.ranked]
+    gold = test[1]
+
+    def accuracy(answers: list[Any], mask: Any) -> float | None:
+        picked = [a == g for a, g, m in zip(answers, gold, mask, strict=True) if m]
+        return sum(picked) / len(picked) if picked else None
+
+    everything = np.ones(len(gold), dtype=bool)
+    return {
+        "threshold": float(fitter.threshold_),
+        "escalated_share": float(escalated.mean()),
+        "local_accuracy": accuracy(local_answers, everything),
+        "cascade_accuracy": accuracy(cascade_answers, everything),
+        "local_accuracy_on_escalated": accuracy(local_answers, escalated),
+        "model_accuracy_on_escalated": accuracy(cascade_answers, escalated),
+    }
+
+
+def run_real(args: argparse.Namespace) -> dict[str, Any]:
+    """The real-model section: SmolLM2-135M-Instruct served on 127.0.0.1 (``llm-local``).
+
+    A 135M-parameter model: the figures show what the client stack does with a real
+    model's answers, and they say nothing about a hosted model's accuracy.
+    """
+    from hybridroute.classifiers.llm._local_server import (
+        INSTALL_HINT,
+        LocalModelServer,
+        missing_parts,
+    )
+
+    missing = missing_parts()
+    if missing:
+        return {"status": "not run", "missing": missing, "install": INSTALL_HINT}
+    sets = _real_sets(args)
+    out: dict[str, Any] = {
+        "note": "SmolLM2-135M-Instruct (Q4_1, 135M parameters) on llama-cpp-python's server: "
+        "real answers for the client stack; its accuracy says NOTHING about a hosted model's",
+        "dataset": "support-tickets",
+        "n_labels": len(set(sets["train"][1])),
+        "n_test": len(sets["test"][0]),
+        "n_cal": len(sets["calibration"][0]),
+        "threads": args.real_threads,
+        "certified_target": args.real_target,
+        "certified_delta": args.real_delta,
+        "runs": {},
+    }
+    with (
+        LocalModelServer(threads=args.real_threads) as server,
+        tempfile.TemporaryDirectory() as cache,
+    ):
+        settings = server.classifier_settings()
+        llm = None
+        for name in REAL_RUNS:
+            extra = {"cache_dir": cache} if name == "tools/verbalized" else {}
+            clf, out["runs"][name] = _real_run(name, settings, sets, args, **extra)
+            llm = clf if name == "tools/verbalized" else llm
+        k = args.real_similar
+        name = f"tools/verbalized+{k}_similar"
+        out["runs"][name] = _real_run(
+            name, settings, sets, args, mode="tools", n_similar_examples=k
+        )[1]
+        json_sets = dict(
+            sets, test=(sets["test"][0][: args.real_json_n], sets["test"][1][: args.real_json_n])
+        )
+        out["runs"]["json/verbalized"] = _real_run(
+            "json/verbalized", settings, json_sets, args, mode="json"
+        )[1]
+        out["cascade"] = _real_cascade(llm, sets, args)  # the LLM's answers come from the cache
+    return out
+
+
+def print_real(r: dict[str, Any]) -> None:
+    print("=" * 78)
+    print("REAL MODEL: " + r.get("note", ""))
+    print("=" * 78)
+    if r.get("status") == "not run":
+        print(f"NOT run ({', '.join(r['missing'])} missing); install: {r['install']}")
+        return
+    print(
+        f"{r['dataset']}: {r['n_labels']} labels, {r['n_test']} test / {r['n_cal']} calibration "
+        f"texts, {r['threads']} server thread(s); certified precision target "
+        f"{r['certified_target']} (delta {r['certified_delta']})"
+    )
+    print(
+        f"{'run':34s} {'acc':>5s} {'F1':>5s} {'invalid':>7s} {'p50 s':>6s} {'p90 s':>6s} "
+        f"{'lab/s':>5s} {'ECE':>5s} {'ECE T':>5s} {'cov':>5s}"
+    )
+    for name, x in r["runs"].items():
+        c = x.get("confidence", {})
+
+        def f(v: Any) -> str:
+            return "  -  " if v is None else f"{v:5.2f}"
+
+        print(
+            f"{name:34s} {f(x['accuracy'])} {f(x['macro_f1'])} {x['invalid_answer_rate']:7.2f} "
+            f"{x['latency_p50_s']:6.2f} {x['latency_p90_s']:6.2f} {x['labels_per_s']:5.2f} "
+            f"{f(c.get('ece_before'))} {f(c.get('ece_after'))} {f(c.get('certified_coverage'))}"
+        )
+    c = r["cascade"]
+    print(
+        f"cascade (local first, escalation threshold {c['threshold']:.3f} fitted on local "
+        f"scores): {c['escalated_share']:.0%} escalated; accuracy local "
+        f"{c['local_accuracy']:.2f} -> cascade {c['cascade_accuracy']:.2f}; on the "
+        f"escalated items local {c['local_accuracy_on_escalated']} vs model "
+        f"{c['model_accuracy_on_escalated']}"
+    )
+
+
 def print_report(r: dict[str, Any]) -> None:
     print("=" * 78)
     print("LLM classifier against the STAND-IN LLM -- plumbing figures, NOT LLM accuracy")
@@ -394,12 +675,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cascade-target", type=float, default=0.85, help="certified precision")
     parser.add_argument("--cascade-delta", type=float, default=0.05)
     parser.add_argument(
+        "--real",
+        action="store_true",
+        help="also run the real-model section (the llm-local extra: SmolLM2-135M on 127.0.0.1)",
+    )
+    parser.add_argument("--real-only", action="store_true", help="only the real-model section")
+    parser.add_argument("--real-n", type=int, default=40, help="real model: test texts")
+    parser.add_argument("--real-cal", type=int, default=40, help="real model: calibration texts")
+    parser.add_argument("--real-json-n", type=int, default=5, help="real model: JSON-mode texts")
+    parser.add_argument("--real-samples", type=int, default=3, help="self-consistency samples")
+    parser.add_argument("--real-similar", type=int, default=8, help="similar examples shown")
+    parser.add_argument("--real-target", type=float, default=0.5, help="certified precision")
+    parser.add_argument("--real-delta", type=float, default=0.1)
+    parser.add_argument("--real-threads", type=int, default=1, help="model server threads")
+    parser.add_argument(
         "--layers",
         action="store_true",
         help="also measure the client CPU per request layer by layer (SDK, litellm, seam)",
     )
     args = parser.parse_args(argv)
+    if args.real_only:
+        real = run_real(args)
+        print(json.dumps(real, indent=2, sort_keys=True)) if args.json else print_real(real)
+        return 0
     result = run(args)
+    if args.real:
+        result["real"] = run_real(args)
     if args.layers:
         result["layers"] = run_layers(args)
     if args.cascade:
@@ -427,6 +728,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {name:11s} {x['labels_per_s']:7.1f} labels/s  "
                     f"{x['client_cpu_ms']:6.2f} ms CPU/request"
                 )
+        if "real" in result:
+            print_real(result["real"])
     return 0
 
 

@@ -17,6 +17,12 @@ Then, best of ``--repeats``:
   decisions with fresh request ids, on a fresh SQLite log, or on ``--log-url`` (a
   ``postgresql://`` URL: its tables must not exist yet or hold only earlier runs' rows).
 
+* ``writes_over_route`` -- the writes against routing the same items live (routing and
+  writing alternate, best of each; goal of issue 27: >= 2x), with ``write_parts_us``: the
+  microseconds per decision of redaction, JSON encoding, the rest of a row and SQLite's
+  inserts and commits, each measured apart (why the figure is what it is);
+* with ``--log-url`` (PostgreSQL): ``postgres`` -- the same writes on that log.
+
 All are measured in the same process run; compare the ratio across machines.
 """
 

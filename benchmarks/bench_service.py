@@ -425,6 +425,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
         with _server(cmd, f"{base}/readyz", env, tmp / "service.out"):
             result["service"] = _service_cells(base, items, args, run_id)
+        if args.workers > 1:
+            # the same service in N worker processes on one log (single items and batches
+            # at the highest concurrency): how throughput grows with processes
+            port = _free_port()
+            base = f"http://{HOST}:{port}"
+            many = [*cmd, "--workers", str(args.workers)]
+            many[many.index("--port") + 1] = str(port)
+            many[many.index("--log") + 1] = f"sqlite:///{tmp / 'workers.sqlite'}"
+            top = 32 if 32 in args.concurrency else max(args.concurrency)
+            with _server(many, f"{base}/readyz", env, tmp / "workers.out"):
+                result["service_workers"] = {
+                    "workers": args.workers,
+                    **_service_cells(base, items, args, run_id + "w", (top,)),
+                }
         if args.unbatched:
             # the same service with micro-batching off: each single item routed alone
             port = _free_port()
@@ -536,6 +550,17 @@ def print_report(r: dict[str, Any]) -> None:
             f"{ratio.get('vs_unbatched', float('nan')):.2f}x throughput, "
             f"{ratio.get('p50_vs_unbatched', float('nan')):.2f}x p50"
         )
+    w = r.get("service_workers")
+    if w:
+        for mode in ("single", "batch"):
+            cell = w[mode][0]
+            one = _cell(r["service"][mode], cell["concurrency"]) or {}
+            grow = (cell["items_per_s"] or 0) / one["items_per_s"] if one.get("items_per_s") else 0
+            print(
+                f"{mode:<7}{cell['concurrency']:>4}  {w['workers']} workers: "
+                f"{cell['items_per_s']:,.0f} items/s, p50 {cell['p50_ms']:.2f} ms, p99 "
+                f"{cell['p99_ms']:.2f} ms = {grow:.2f}x one worker"
+            )
     single32 = r["ratios"].get("single@c32", {})
     if "vs_batch" in single32:
         ok = single32["vs_batch"] >= GOAL_SINGLE_VS_BATCH
@@ -610,6 +635,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=2,
         help="processes the HTTP clients are spread over (their threads share a GIL)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="also serve with this many worker processes (serve --workers N) and measure "
+        "the highest concurrency again",
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -688,16 +720,42 @@ def _goal_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _worker_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """N worker processes against one, at the highest concurrency (no goal: a figure)."""
+    w = r.get("service_workers")
+    rows: list[dict[str, Any]] = []
+    for mode in ("single", "batch") if w else ():
+        cell = w[mode][0]
+        one = _cell(r["service"][mode], cell["concurrency"])
+        if one is None:
+            continue
+        rows.append(
+            {
+                "key": f"service.{mode}_workers_{w['workers']}",
+                "measure": f"service {mode} items/s, {w['workers']} workers vs 1, "
+                f"c={cell['concurrency']}",
+                "value": cell["items_per_s"],
+                "unit": "/s",
+                "baseline": one["items_per_s"],
+                "baseline_label": "1 worker",
+                "notes": f"p50 {cell['p50_ms']} ms, p99 {cell['p99_ms']} ms; one SQLite log; "
+                f"{r['cpus']} CPUs shared with the clients",
+            }
+        )
+    return rows
+
+
 def runner_entry(quick: bool, settings: dict[str, Any]) -> dict[str, Any]:
     """Rows for ``python -m benchmarks``: the goals, then the curve over concurrency."""
     argv = ["--requests", str(settings.get("requests", 40 if quick else 300))]
     argv += ["--concurrency", str(settings.get("concurrency", "8" if quick else "1,8,32,128"))]
     argv += ["--unbatched", str(settings.get("unbatched", "1" if quick else "1,32"))]
     argv += ["--max-seconds", str(settings.get("max_seconds", 10 if quick else 30))]
+    argv += ["--workers", str(settings.get("workers", 1 if quick else 2))]
     if quick or settings.get("no_mlflow"):
         argv.append("--no-mlflow")
     r = run(parse_args(argv))
-    rows = _goal_rows(r)
+    rows = _goal_rows(r) + _worker_rows(r)
     for mode in ("single", "batch"):
         for cell in r["service"][mode]:
             c = cell["concurrency"]

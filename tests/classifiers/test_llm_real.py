@@ -267,3 +267,29 @@ def check_decision(decision: dict, classes: set[str]) -> None:
     else:
         assert decision["stage"] in ("model", "policy", "rule"), decision
         assert decision["label"] is None or decision["label"] in classes
+
+
+def test_the_llm_server_command_prints_its_base_url_and_stops_on_sigterm():
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hybridroute", "llm-server", "--port", "0", "--threads", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()  # printed once the server answers
+        match = re.search(r"on (http://127\.0\.0\.1:\d+/v1) ", line)
+        assert match, line + proc.stderr.read()
+        with urllib.request.urlopen(match.group(1) + "/models", timeout=10) as response:
+            assert json.loads(response.read())["data"][0]["id"] == "smol"
+        assert "classifier settings:" in proc.stdout.readline()
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0

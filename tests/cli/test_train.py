@@ -449,3 +449,35 @@ def test_llm_evaluate_scores_against_a_stand_in(files, tmp_path, capsys) -> None
     assert report["test_abstained"] == sum(p == "not_a_label" for p in predicted)
     assert report["test_accuracy"] == pytest.approx(expected)
     assert report["test_accuracy"] < 1.0
+
+
+# ------------------------------------------------------------- own data: train, then calibrate
+
+
+@pytest.mark.parametrize("kind", ["nosplit", "csv"])  # no split column; only train / test
+def test_train_then_calibrate_just_works_on_a_file_of_your_own(files, tmp_path, capsys, kind):
+    """Issue 29 (the own-data path): with the defaults of both commands, the calibration
+    rows `calibrate` uses are rows `train` left out, whatever splits the file has."""
+    ref = f"csv:{files[kind]}"
+    report = run_json(capsys, "train", "--dataset", ref, "--cs", "10", "--out", str(tmp_path / "m"))
+    code, out, err = run(
+        capsys, "calibrate", "--dataset", ref, "--model", str(tmp_path / "m"),
+        "--target", "0.8", "--delta", "0.2", "--out", str(tmp_path / "policy.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "policy written to" in out
+    n_cal = 12 if kind == "nosplit" else report["calibration_carved"]["n_rows"]
+    assert f"calibration rows {n_cal} of split 'calibration'" in out
+
+
+def test_calibrate_refuses_a_model_trained_on_its_calibration_rows(files, tmp_path, capsys):
+    ref = f"csv:{files['csv']}"
+    run_json(
+        capsys, "train", "--dataset", ref, "--cs", "10", "--calibration-fraction", "0",
+        "--out", str(tmp_path / "m"),
+    )  # fmt: skip
+    code, _, err = run(
+        capsys, "calibrate", "--dataset", ref, "--model", str(tmp_path / "m"),
+        "--out", str(tmp_path / "policy.json"),
+    )  # fmt: skip
+    assert code == 2 and "train" in err

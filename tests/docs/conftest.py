@@ -1,8 +1,10 @@
 """Fixtures of the documentation tests: the site built once, strictly, and served.
 
-The site needs the ``docs`` extra (MkDocs, Material, mkdocstrings, mkdocs-jupyter). Without
-it the tests of this folder are not collected and the run's summary says so (never
-silently); with ``HYBRIDROUTE_REQUIRE_EXTRAS=1`` (CI) a missing extra is an error.
+The site and the notebook need the ``docs`` extra (MkDocs, Material, mkdocstrings,
+mkdocs-jupyter, nbclient). Without it their tests (``test_site.py``, ``test_notebook.py``)
+are not collected and the run's summary says so (never silently); with
+``HYBRIDROUTE_REQUIRE_EXTRAS=1`` (CI) a missing extra is an error. The pages' code
+(``test_pages.py``) and ``dev.py docs`` (``test_serve.py``) are tested either way.
 
 * ``built_site`` (session): ``mkdocs build --strict`` of the real ``mkdocs.yml`` into a
   temporary directory -- one build per test session (the site tests live in one module,
@@ -52,9 +54,10 @@ if _MISSING:
             f"{', '.join(_MISSING)} is missing; to install: HYBRIDROUTE_EXTRAS=docs python3 "
             "dev.py test"
         )
-    collect_ignore_glob = ["test_*.py"]
+    collect_ignore = ["test_site.py", "test_notebook.py"]
     _LINE = (
-        f"NOT run: the tests of the 'docs' extra in tests/docs ({', '.join(_MISSING)} missing); "
+        f"NOT run: tests/docs/test_site.py and test_notebook.py, of the 'docs' extra "
+        f"({', '.join(_MISSING)} missing); "
         "to run them: python3 dev.py docs --build-only (installs it), then python3 dev.py test"
     )
     # the root conftest's list: it carries the line from pytest-xdist workers to the summary

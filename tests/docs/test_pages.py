@@ -5,8 +5,8 @@ temporary directory, as a reader would run it: Python blocks share one namespace
 blocks run with the checkout's ``hybridroute`` first on ``PATH``, titled blocks are the
 files a reader writes, and a ``<!-- test: output -->`` block must match what the command
 before it printed. A page without runnable blocks is still parsed and checked (an open
-fence or a misspelt directive fails it). The notebook is executed cell by cell, and the
-README's relative links must resolve.
+fence or a misspelt directive fails it). The README's relative links must resolve. (The
+notebook is executed by ``test_notebook.py``.)
 
 Pages whose blocks take longer than the fast suite allows are marked slow in
 :data:`SLOW_PAGES` (with what makes them long); they run with ``python3 dev.py slow
@@ -25,15 +25,18 @@ DOCS = mdrun.DOCS
 ROOT = mdrun.ROOT
 #: Pages whose code takes more than ~20 s here (2 cores): page -> what makes it long.
 SLOW_PAGES: dict[str, str] = {
-    "getting-started/demo.md": "the whole demo (~40 s)",
-    "tutorials/evaluate.md": "trains, calibrates and evaluates a router (~35 s)",
-    "tutorials/own-model.md": "fits a classifier on Banking77 (~50 s)",
-    "tutorials/serve-and-loop.md": "serves a router and closes the loop (~45 s)",
+    "concepts/certificates.md": "fits certified thresholds over many resplits (~15 s)",
+    "getting-started/demo.md": "the whole demo (~30 s)",
+    "tutorials/evaluate.md": "trains, calibrates and evaluates a router (~30 s)",
+    "tutorials/langgraph.md": "builds a router and runs a LangGraph graph (~30 s)",
+    "tutorials/own-model.md": "fits a classifier on Banking77 (~40 s)",
+    "tutorials/own-tickets.md": "trains, calibrates, bundles and evaluates (~25 s)",
+    "tutorials/serve-and-loop.md": "serves a router and closes the loop (~40 s)",
+    "tutorials/spark.md": "starts Spark (~50 s)",
 }
-#: The notebook of threshold experiments, executed in the tests so it cannot rot.
-NOTEBOOKS = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.ipynb"))
-#: A notebook cell that runs longer than this fails (a hung kernel).
-CELL_TIMEOUT_S = 300
+#: Pages that need an optional extra: marked with it, so a run without the extra reports them
+#: as NOT run (and CI, which requires every extra, runs them).
+EXTRA_PAGES: dict[str, str] = {"tutorials/spark.md": "spark"}
 
 
 def _pages() -> list[str]:
@@ -44,13 +47,15 @@ def _pages() -> list[str]:
 
 def _param(page: str) -> object:
     marks = [pytest.mark.slow] if page in SLOW_PAGES else []
+    if page in EXTRA_PAGES:
+        marks.append(getattr(pytest.mark, EXTRA_PAGES[page]))
     return pytest.param(page, marks=marks, id=page)
 
 
 def test_the_pages_are_found():
     pages = _pages()
     assert "index.md" in pages and "tutorials/own-tickets.md" in pages
-    assert set(SLOW_PAGES) <= set(pages), "a slow page that no longer exists"
+    assert set(SLOW_PAGES) | set(EXTRA_PAGES) <= set(pages), "a marked page no longer exists"
 
 
 @pytest.mark.parametrize("page", [_param(p) for p in _pages()])
@@ -62,25 +67,6 @@ def test_the_code_of_every_page_runs(page, tmp_path):
     # what was not run says why (a cluster, a paid provider): never silently
     for line, reason in result.skipped:
         assert reason.strip(), f"{page}:{line} is skipped without a reason"
-
-
-@pytest.mark.parametrize("notebook", NOTEBOOKS)
-def test_the_notebook_runs(notebook, tmp_path):
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(DOCS / notebook, as_version=4)
-    assert any(c.cell_type == "code" for c in nb.cells), f"{notebook} has no code"
-    client = NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
-    client.execute()
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            assert output.get("output_type") != "error", output
 
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")

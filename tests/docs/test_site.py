@@ -154,6 +154,28 @@ def test_the_same_small_site_without_the_mistake_builds(tmp_path):
     assert 'id="sample.double"' in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
 
 
+def test_every_generated_part_was_filled_in(built_site):
+    """A ``<!-- gen:... -->`` line the hook did not replace (indented, misspelt) would be
+    left in the page as an invisible comment: none is."""
+    left = [
+        str(p.relative_to(built_site))
+        for p in built_site.rglob("*.html")
+        if "<!-- gen:" in p.read_text(encoding="utf-8")
+    ]
+    assert not left, f"generated parts left unexpanded in {left}"
+
+
+def test_the_benchmarks_page_is_made_from_every_committed_run(built_site):
+    import gen_bench
+
+    text = html.unescape(_page(built_site, "benchmarks.html"))
+    files = gen_bench.run_files()
+    assert files, "no committed benchmark runs"
+    for path in files:
+        assert path.name in text, f"{path.name} is not on the benchmarks page"
+    assert "no table generator knows this file" not in text
+
+
 # -------------------------------------------------------------------------- the Python API
 
 

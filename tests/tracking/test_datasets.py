@@ -98,6 +98,71 @@ def test_a_given_description_is_kept(sqlite_store, support_router, evaluation):
     )
 
 
+def _note(uri, run_id):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(uri).get_run(run_id).data.tags["mlflow.note.content"]
+
+
+def _promise(policy) -> str:
+    g = policy.guarantee
+    return (
+        f"target {g['target']} at δ {g['delta']}, threshold {policy.thresholds['auto']:.4f} "
+        "(certified)"
+    )
+
+
+@pytest.mark.parametrize("how", ["policy", "policy_path", "report"])
+def test_the_description_states_the_policys_promise_however_it_is_known(
+    sqlite_store, support_router, evaluation, tmp_path, how
+):
+    """Given as an object, as the policy file the run logs, or as the report the run logs:
+    the description says the objective, target, δ, threshold and whether it was certified."""
+    from hybridroute.evaluation import write_report
+
+    router, _, ds = support_router
+    kw: dict = {}
+    if how == "policy":
+        kw["policy"] = router.policy
+    elif how == "policy_path":
+        kw["policy_path"] = router.policy.save(tmp_path / "policy.json")
+    else:
+        write_report(dict(evaluation), tmp_path / "report", policy=router.policy)
+        kw["report_dir"] = tmp_path / "report"
+    tracker = Tracker(sqlite_store, experiment="datasets")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_id = log_evaluation(tracker, evaluation, run_name="r", datasets=_inputs(ds), **kw)
+    note = _note(sqlite_store, run_id)
+    assert "Policy: precision " + _promise(router.policy) in note
+
+
+@pytest.mark.parametrize(("departs", "words"), [(False, "like the calibration data"),
+                                                 (True, "departs markedly")])  # fmt: skip
+def test_the_description_says_whether_the_label_mix_is_like_the_calibration_data(
+    sqlite_store, evaluation, departs, words
+):
+    ev = dict(evaluation, label_mix={"departs": departs, "total_variation": 0.0412})
+    tracker = Tracker(sqlite_store, experiment="datasets")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_id = log_evaluation(tracker, ev, run_name="mix")
+    note = _note(sqlite_store, run_id)
+    assert f"Label mix of the evaluated set: {words}" in note and "0.041" in note
+
+
+def test_a_file_given_by_a_relative_path_is_logged_where_it_is(sqlite_store, tmp_path, monkeypatch):
+    from hybridroute.datasets import load_dataset
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.csv").write_text(
+        "text,label\n" + "".join(f"row {i},{'ab'[i % 2]}\n" for i in range(20))
+    )
+    ds = load_dataset("csv:mine.csv")
+    record = dataset_record(ds)
+    assert json.loads(record["source"]) == {"uri": str(tmp_path / "mine.csv")}
+
+
 @pytest.mark.parametrize("context", ["train", "test", ""])
 def test_an_unknown_context_is_refused(sqlite_store, support_router, context):
     _, _, ds = support_router
@@ -155,8 +220,8 @@ def test_the_run_page_shows_datasets_and_description(mlflow_server, support_rout
     context and digest, and shows the description."""
     from selenium.webdriver.common.by import By
 
-    _, _, ds = support_router
-    tracker, run_id = _log(mlflow_server, evaluation, ds)
+    router, _, ds = support_router
+    tracker, run_id = _log(mlflow_server, evaluation, ds, policy=router.policy)
     url = f"{mlflow_server}/#/experiments/{tracker._experiment_id}/runs/{run_id}"
     with chromium() as browser:
         browser.get(url)
@@ -170,6 +235,7 @@ def test_the_run_page_shows_datasets_and_description(mlflow_server, support_rout
         assert f"support-tickets/train ({train.fingerprint[:DIGEST_CHARS]})" in text
         assert "Training" in text and "+2" in text  # the other two sets, one click away
         assert "support 7 on support-tickets/test" in text
+        assert _promise(router.policy) in text  # target, δ, threshold, certified
         # MLflow's own page: its one known 404 (the current user, on a server without auth)
         # aside, it loads without console errors
         errors = [e for e in console_errors(browser) if "users/current" not in e["message"]]

@@ -186,6 +186,10 @@ class LogBase(LogOutcomes):
     """
 
     where: str
+    #: Whether rows become visible in ``seq`` order (SQLite: one writer at a time). A
+    #: PostgreSQL log numbers rows when they are inserted and shows them when their
+    #: transaction commits, so a reader may see a higher ``seq`` before a lower one.
+    commits_in_seq_order = True
     _ph = "?"
     _table = "decisions"
     _meta_table = "meta"
@@ -643,9 +647,11 @@ class LogBase(LogOutcomes):
         role: str | None = None,
         with_id: bool = False,
         audited: bool = False,
+        after: int = 0,
     ) -> Iterator[tuple[Any, ...]]:
         """Rows of ``columns`` in log order, read a page at a time (``seq`` first); only
-        rows with a request id / only audited rows when asked."""
+        rows with a request id / only audited rows / only rows after ``seq`` ``after``
+        when asked."""
         clauses, args = self._where(router_version, role)
         if with_id:
             clauses.append("item_id IS NOT NULL")
@@ -656,7 +662,7 @@ class LogBase(LogOutcomes):
             f"SELECT seq, {', '.join(columns)} FROM {self._table} WHERE "
             f"{' AND '.join(clauses)} ORDER BY seq LIMIT {_PAGE}"
         )
-        last = 0
+        last = int(after)
         while True:
             page = self._query(sql, (*args, last))
             yield from page
@@ -671,18 +677,31 @@ class LogBase(LogOutcomes):
         router_version: str | None,
         role: str | None,
         stages: Sequence[str],
+        seqs: tuple[int, int | None] | None = None,
     ) -> list[tuple[Any, ...]]:
         """``(*columns, count)`` per distinct value of ``columns`` among the rows of these
-        stages, counted by the database (the monitor's label mix)."""
+        stages (with ``after < seq <= upto`` for ``seqs=(after, upto)``; ``upto`` ``None``:
+        no bound), counted by the database (the monitor's label mix)."""
         clauses, args = self._where(router_version, role)
         clauses.append(f"stage IN ({', '.join('?' for _ in stages)})")
         args.extend(stages)
+        if seqs is not None:
+            clauses.append("seq > ?")
+            args.append(int(seqs[0]))
+            if seqs[1] is not None:
+                clauses.append("seq <= ?")
+                args.append(int(seqs[1]))
         cols = ", ".join(columns)
         sql = (
             f"SELECT {cols}, COUNT(*) FROM {self._table} WHERE {' AND '.join(clauses)} "
             f"GROUP BY {cols}"
         )
         return self._query(sql, args)
+
+    def _last_seq(self, table: str | None = None) -> int:
+        """The highest ``seq`` of the decisions (or another) table; 0 when empty."""
+        row = self._query(f"SELECT MAX(seq) FROM {table or self._table}")[0]
+        return int(row[0] or 0)
 
     def rows(
         self, *, router_version: str | None = None, role: str | None = None

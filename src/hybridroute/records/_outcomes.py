@@ -518,6 +518,14 @@ def read_outcomes(query: Query, table: str, decision_id: str | None) -> list[dic
     return [dict(zip(OUTCOME_COLUMNS, r, strict=True)) for r in query(sql, args)]
 
 
+def read_outcomes_after(query: Query, table: str, after: int) -> list[tuple[int, dict[str, Any]]]:
+    """``(seq, outcome)`` of the stored outcomes with ``seq > after``, in recorded order."""
+    sql = f"SELECT seq, {', '.join(OUTCOME_COLUMNS)} FROM {table} WHERE seq > ? ORDER BY seq"
+    return [
+        (int(r[0]), dict(zip(OUTCOME_COLUMNS, r[1:], strict=True))) for r in query(sql, (after,))
+    ]
+
+
 def misplaced_outcomes(
     query: Query, *, decisions: str, table: str, router_version: str | None
 ) -> dict[str, int]:
@@ -528,11 +536,14 @@ def misplaced_outcomes(
     where, args = (
         ("", ()) if router_version is None else (" AND d.router_version = ?", (router_version,))
     )
+    # outcomes first, each decision looked up by its id (CROSS JOIN keeps SQLite from
+    # walking every decision of the version instead): the cost follows the outcomes,
+    # not the size of the log (the service's monitor runs this on every recompute)
     sql = (
         "SELECT SUM(CASE WHEN d.role <> 'live' THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN d.role = 'live' AND o.source = 'audit' AND (d.audited IS NULL OR "
-        f"d.audited <> 1) THEN 1 ELSE 0 END) FROM {table} o JOIN {decisions} d ON "
-        f"d.decision_id = o.decision_id WHERE 1 = 1{where}"
+        f"d.audited <> 1) THEN 1 ELSE 0 END) FROM {table} o CROSS JOIN {decisions} d "
+        f"WHERE d.decision_id = o.decision_id{where}"
     )
     shadow, unaudited = query(sql, args)[0]
     return {"shadow": int(shadow or 0), "audit_not_audited": int(unaudited or 0)}

@@ -173,6 +173,7 @@ class PostgresLog(LogBase):
     """
 
     _ph = "%s"
+    commits_in_seq_order = False
     _table = _TABLE
     _meta_table = _META
     _outcomes_table = _OUTCOMES

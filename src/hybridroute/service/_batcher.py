@@ -4,7 +4,9 @@ The dynamic batching of inference servers. A single-item request that arrives wh
 others are on their way to routing waits a bounded moment -- :data:`DEFAULT_WINDOW_S`, or
 until every request known to be coming has joined, or :data:`DEFAULT_MAX_ITEMS` are
 waiting -- and the gathered requests are routed with one
-:meth:`~hybridroute.router.HybridRouter.route_many` call on a worker thread. Their
+:meth:`~hybridroute.router.HybridRouter.route_many` call (on the event loop for a batch of
+at most :data:`INLINE_ITEMS` items of a router that may route there, else on a worker
+thread). Their
 decisions then reach the group committer together, so they share one log transaction;
 every answer is still sent only after the commit that holds its own decision, and a
 request id is still logged once (the committer's rules, unchanged).
@@ -45,6 +47,8 @@ __all__ = ["DEFAULT_MAX_ITEMS", "DEFAULT_WINDOW_S", "RouteBatcher", "Ticket", "r
 DEFAULT_WINDOW_S = 0.001
 #: The most items routed in one batch.
 DEFAULT_MAX_ITEMS = 64
+#: A batch this small of a router that may route on the event loop is routed there.
+INLINE_ITEMS = 32
 WINDOW_ENV = "HYBRIDROUTE_BATCH_WINDOW_MS"
 MAX_ENV = "HYBRIDROUTE_BATCH_MAX"
 
@@ -264,10 +268,16 @@ class RouteBatcher:
             by_router.setdefault(id(w.loaded), []).append(w)
         for group in by_router.values():
             router = group[0].loaded.router
+            requests = [w.request for w in group]
             try:
-                results = await loop.run_in_executor(
-                    self._executor, route_each, router, [w.request for w in group]
-                )
+                if group[0].loaded.inline and len(group) <= INLINE_ITEMS:
+                    # a few milliseconds at most: cheaper than a thread hop and the GIL
+                    # passed back and forth with the event loop
+                    results = route_each(router, requests)
+                else:
+                    results = await loop.run_in_executor(
+                        self._executor, route_each, router, requests
+                    )
             except Exception as exc:  # not an item's refusal: every item of it fails
                 for w in group:
                     if not w.future.done():

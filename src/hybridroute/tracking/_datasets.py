@@ -20,6 +20,7 @@ tracker's scrubber first.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -72,11 +73,14 @@ def dataset_record(ds: Any, *, split: str | None = None) -> dict[str, str]:
         "splits": dict(ds.splits),
     }
     name = ds.name if split is None else f"{ds.name}/{split}"
+    source = str(ds.source)
+    if source and os.path.exists(source):  # a file given by a relative path: where it is
+        source = os.path.abspath(source)
     return {
         "name": name,
         "digest": fingerprint[:DIGEST_CHARS],
         "source_type": "local",
-        "source": json.dumps({"uri": str(ds.source)}),
+        "source": json.dumps({"uri": source}),
         "schema": json.dumps(schema),
         "profile": json.dumps(profile, sort_keys=True, default=str),
     }
@@ -132,19 +136,45 @@ def describe_evaluation(
             figures.append(f"{label} {value}")
     if figures:
         lines.append(f"Evaluated the {what}: " + ", ".join(figures) + ".")
-    policy = evaluation.get("policy") or {}
-    target = policy.get("target", params.get("target"))
-    delta = policy.get("delta", params.get("delta"))
-    objective = policy.get("objective", params.get("objective"))
-    if target is not None and delta is not None:
-        certified = policy.get("certified")
-        state = "" if certified is None else (" (certified)" if certified else " (not certified)")
-        lines.append(
-            f"Policy: {objective or 'precision'} target {target} at δ {delta}{state}; a "
-            "certified target holds for traffic like the calibration data."
-        )
+    lines += _policy_sentences(evaluation, params)
     lines.append(
         "Metrics: the run's metrics; report, plots, errors and policy: its artifacts; the "
         "labelled sets: Datasets (digest = the set's fingerprint)."
     )
     return " ".join(lines)
+
+
+def _policy_sentences(evaluation: Mapping[str, Any], params: Mapping[str, Any]) -> list[str]:
+    """What the policy promised (objective, target, δ, threshold, certified or not) and
+    whether the evaluated set is like the data the promise was made on."""
+    policy = evaluation.get("policy") or {}
+    target = policy.get("target", params.get("target"))
+    delta = policy.get("delta", params.get("delta"))
+    objective = policy.get("objective", params.get("objective"))
+    out: list[str] = []
+    if target is not None and delta is not None:
+        threshold = policy.get("threshold")
+        at = "" if not isinstance(threshold, (int, float)) else f", threshold {threshold:.4f}"
+        certified = policy.get("certified")
+        if certified is None:
+            state = ""
+        elif certified:
+            state = " (certified)"
+        else:
+            why = policy.get("reason")
+            state = " (not certified" + (f": {why}" if why else "") + ")"
+        out.append(
+            f"Policy: {objective or 'precision'} target {target} at δ {delta}{at}{state}; a "
+            "certified target holds for traffic like the calibration data."
+        )
+    mix = evaluation.get("label_mix") or {}
+    if mix:
+        tv = mix.get("total_variation")
+        how = f" (total variation {tv:.3f})" if isinstance(tv, (int, float)) else ""
+        out.append(
+            "Label mix of the evaluated set: departs markedly from the calibration data"
+            f"{how}, so the certificate may not hold here."
+            if mix.get("departs")
+            else f"Label mix of the evaluated set: like the calibration data{how}."
+        )
+    return out

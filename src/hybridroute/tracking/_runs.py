@@ -24,6 +24,7 @@ def log_evaluation(
     nested: bool = False,
     datasets: Sequence[tuple[str, Any, str | None]] = (),
     description: str | None = None,
+    policy: Any = None,
 ) -> str | None:
     """Log an evaluation as one run: params, metrics, tags, report, plots, errors, policy,
     the labelled sets it used (dataset inputs) and a description.
@@ -65,6 +66,11 @@ def log_evaluation(
     description : str, optional
         The run's description (Markdown); default: one written from the evaluation, the
         parameters and the datasets (:func:`~hybridroute.tracking._datasets.describe_evaluation`).
+    policy : Policy, optional
+        The fitted policy the evaluation ran, for the description's promise (objective,
+        target, δ, threshold, certified or not). Default: the evaluation's ``policy``
+        summary, else the policy at ``policy_path``, else the one the report in
+        ``report_dir`` states.
 
     Returns
     -------
@@ -85,8 +91,12 @@ def log_evaluation(
     if description is None:
         from ._datasets import describe_evaluation
 
+        described = dict(evaluation)
+        summary = _policy_summary(evaluation, policy, policy_path, report_dir)
+        if summary:
+            described["policy"] = summary
         description = describe_evaluation(
-            evaluation,
+            described,
             run_name=run_name,
             params=params,
             datasets=[(c, ds.name if s is None else f"{ds.name}/{s}", ds) for c, ds, s in datasets],
@@ -109,6 +119,34 @@ def log_evaluation(
         if router_bundle is not None:
             tracker.log_router_model(router_bundle)
         return run_id
+
+
+def _policy_summary(
+    evaluation: Mapping[str, Any],
+    policy: Any,
+    policy_path: str | Path | None,
+    report_dir: str | Path | None,
+) -> dict[str, Any] | None:
+    """What the run's description says of the policy: the first of the evaluation's own
+    summary, ``policy``, the policy file, the report's (``evaluation.json``)."""
+    from ..evaluation._report import policy_summary
+
+    if evaluation.get("policy"):
+        return dict(evaluation["policy"])
+    if policy is not None:
+        return policy_summary(policy)
+    if policy_path is not None:
+        from ..calibration import Policy
+
+        return policy_summary(Policy.load(policy_path))
+    report = Path(report_dir) / "evaluation.json" if report_dir is not None else None
+    if report is not None and report.is_file():
+        from .._safeio import read_json
+
+        found = read_json(report, limit=1 << 26, what="the report's evaluation")
+        if isinstance(found, dict) and isinstance(found.get("policy"), dict):
+            return dict(found["policy"])
+    return None
 
 
 #: The monitor's states as numbers (a metric can be plotted over runs; a tag cannot).
