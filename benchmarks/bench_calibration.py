@@ -119,7 +119,7 @@ class SplitStartPrecisionThreshold(ThresholdFitter):
     wrong candidate only by certifying the first wrong one in its order, which happens
     with probability at most ``delta``.
 
-    Candidate C5 of notes/CALIBRATION_R2.md. It did not help on any development set, so it is
+    Candidate C5 of docs/decisions/calibration-default.md. It did not help on any development set, so it is
     not part of the package; it stays here so the development runs can be reproduced.
 
     Parameters
@@ -186,7 +186,7 @@ class SplitStartPrecisionThreshold(ThresholdFitter):
 
 
 #: Our threshold fitters, by the name used in the tables: ``(target, delta) -> unfitted``.
-#: The candidates of notes/CALIBRATION_R2.md (C0-C5), every setting fixed in advance.
+#: The candidates of docs/decisions/calibration-default.md (C0-C5), every setting fixed in advance.
 OURS: dict[str, Callable[[float, float], ThresholdFitter]] = {
     "certified": lambda t, d: CertifiedPrecisionThreshold(t, d),  # C0: today's
     "labelfree": lambda t, d: LabelFreeStartThreshold(t, d),  # C1

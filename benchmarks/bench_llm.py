@@ -18,6 +18,20 @@ The stand-in runs in its own process (``--in-process`` to share this one) so tha
 client is measured, not the server. Costs are what the counted tokens would cost at
 ``--model`` prices in litellm's offline cost map; the stand-in counts ~4 characters per
 token.
+
+With ``--layers`` it measures the client's CPU per request layer by layer (the OpenAI SDK
+alone, litellm, the seam, the classifier: :func:`run_layers`). The client is one event loop,
+so its labels per second cannot pass 1000 / (CPU ms per request): that, not the server or
+the connection pool, is what keeps the path under its concurrency bound.
+
+With ``--real`` (or ``--real-only``) it adds the REAL-MODEL section (:func:`run_real`, the
+``llm-local`` extra): SmolLM2-135M-Instruct served on 127.0.0.1 by llama-cpp-python, asked
+about support-ticket texts in each structured-output mode and confidence method, with k
+similar examples in the prompt, and behind the cascade. A 135M-parameter model: its
+accuracy says nothing about a hosted model's. Without the extra the section says NOT run
+and how to install it::
+
+    python benchmarks/bench_llm.py --real-only [--real-n 40] [--real-cal 40] [--json]
 """
 
 from __future__ import annotations
@@ -350,8 +364,10 @@ REAL_RUNS: dict[str, dict[str, Any]] = {
 
 
 def _real_sets(args: argparse.Namespace) -> dict[str, tuple[list[str], list[str]]]:
-    """support-tickets: the whole train split (few-shot pool, local classifier), and
-    seeded samples of ``--real-cal`` calibration and ``--real-n`` test rows."""
+    """support-tickets: the whole train split (few-shot pool, local classifier), the
+    whole calibration split (``local_calibration``: the cascade's escalation threshold,
+    fitted on local scores, costs no request) and seeded samples of ``--real-cal``
+    calibration and ``--real-n`` test rows."""
     import numpy as np
 
     from hybridroute.datasets import load_dataset
@@ -362,6 +378,8 @@ def _real_sets(args: argparse.Namespace) -> dict[str, tuple[list[str], list[str]
     for split, n in (("train", None), ("calibration", args.real_cal), ("test", args.real_n)):
         part = ds.split(split)
         texts, labels = [str(t) for t in part.texts], [str(y) for y in part.y]
+        if split == "calibration":
+            out["local_calibration"] = (texts, labels)
         if n is not None:
             keep = sorted(rng.choice(len(texts), size=min(n, len(texts)), replace=False))
             texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
@@ -490,7 +508,7 @@ def _real_cascade(llm: Any, sets: dict[str, Any], args: Any) -> dict[str, Any]:
     from hybridroute.calibration import CertifiedPrecisionThreshold
     from hybridroute.classifiers import CascadeClassifier, LocalClassifier
 
-    train, cal, test = sets["train"], sets["calibration"], sets["test"]
+    train, cal, test = sets["train"], sets["local_calibration"], sets["test"]
     local = LocalClassifier(Cs=(10.0,), random_state=args.seed).fit(*train)
     proba = local.predict_proba(cal[0])
     correct = np.asarray(local.classes_)[proba.argmax(axis=1)] == np.asarray(cal[1])
@@ -509,6 +527,8 @@ def _real_cascade(llm: Any, sets: dict[str, Any], args: Any) -> dict[str, Any]:
     everything = np.ones(len(gold), dtype=bool)
     return {
         "threshold": float(fitter.threshold_),
+        "threshold_fitter": f"CertifiedPrecisionThreshold({args.cascade_target}, "
+        f"{args.cascade_delta}) on {len(cal[0])} local calibration scores",
         "escalated_share": float(escalated.mean()),
         "local_accuracy": accuracy(local_answers, everything),
         "cascade_accuracy": accuracy(cascade_answers, everything),
@@ -550,6 +570,8 @@ def run_real(args: argparse.Namespace) -> dict[str, Any]:
         tempfile.TemporaryDirectory() as cache,
     ):
         settings = server.classifier_settings()
+        warm = LLMClassifier(**settings).fit(["warm-up"], ["warm_up"])
+        warm.classify(["warm-up text, not timed"])  # litellm's first use, the server's first prompt
         llm = None
         for name in REAL_RUNS:
             extra = {"cache_dir": cache} if name == "tools/verbalized" else {}
@@ -599,8 +621,8 @@ def print_real(r: dict[str, Any]) -> None:
         )
     c = r["cascade"]
     print(
-        f"cascade (local first, escalation threshold {c['threshold']:.3f} fitted on local "
-        f"scores): {c['escalated_share']:.0%} escalated; accuracy local "
+        f"cascade (local first, escalation threshold {c['threshold']:.3f}: "
+        f"{c['threshold_fitter']}): {c['escalated_share']:.0%} escalated; accuracy local "
         f"{c['local_accuracy']:.2f} -> cascade {c['cascade_accuracy']:.2f}; on the "
         f"escalated items local {c['local_accuracy_on_escalated']} vs model "
         f"{c['model_accuracy_on_escalated']}"
@@ -696,7 +718,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.real_only:
         real = run_real(args)
-        print(json.dumps(real, indent=2, sort_keys=True)) if args.json else print_real(real)
+        if args.json:
+            print(json.dumps(real, indent=2, sort_keys=True))
+        else:
+            print_real(real)
         return 0
     result = run(args)
     if args.real:

@@ -173,6 +173,8 @@ def run(
 
 def runner_entry(quick: bool, settings: dict[str, Any]) -> dict[str, Any]:
     """Rows for ``python -m benchmarks``: the recompute at the largest size vs the smallest."""
+    from ._core import spread
+
     sizes = str(settings.get("sizes", "2000,20000" if quick else "10000,1000000"))
     res = run(
         [int(s) for s in sizes.split(",")],
@@ -191,6 +193,7 @@ def runner_entry(quick: bool, settings: dict[str, Any]) -> dict[str, Any]:
             "baseline_label": f"the same at {small['n']:,}",
             "goal": GOAL,
             "goal_op": "<=",
+            "noise": spread(res["update_ratio_each"]),
             "notes": f"{large['audited']:,} audited decisions at both sizes; identical to "
             f"the full recompute: {same}; full recompute {large['full_ms']:.0f} ms vs "
             f"{small['full_ms']:.0f} ms ({res['full_ratio']:.1f}x)",

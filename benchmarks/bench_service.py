@@ -46,18 +46,21 @@ from typing import Any
 import numpy as np
 
 try:  # as part of the benchmarks package (python -m benchmarks)
+    from ._service_report import GOAL_SINGLE_P99_MS, GOAL_SINGLE_VS_BATCH, _cell, print_report
     from .bench_records import ticket_items
     from .bench_router import build_router
 except ImportError:  # as a script
+    from _service_report import (  # type: ignore[no-redef]
+        GOAL_SINGLE_P99_MS,
+        GOAL_SINGLE_VS_BATCH,
+        _cell,
+        print_report,
+    )
     from bench_records import ticket_items  # type: ignore[no-redef]
     from bench_router import build_router  # type: ignore[no-redef]
 
 HOST = "127.0.0.1"
-GOAL_SINGLE_P99_MS = 15.0
-GOAL_BATCH_VS_INPROCESS = 0.7
-GOAL_VS_MLFLOW = 3.0
-#: Issue 27: single items at c=32 >= 0.8x batches at c=32 (micro-batched serving).
-GOAL_SINGLE_VS_BATCH = 0.8
+#: Issue 27: service batches at c=8 >= 0.8x in-process routing + logging.
 GOAL_BATCH_VS_INPROCESS_27 = 0.8
 #: The service's switch for micro-batching (``0``: off), see hybridroute.service._batcher.
 WINDOW_ENV = "HYBRIDROUTE_BATCH_WINDOW_MS"
@@ -295,6 +298,45 @@ def _service_cells(
     return out
 
 
+def _paired(
+    on: str, off: str, items: Sequence[dict[str, Any]], args: argparse.Namespace, run_id: str
+) -> dict[str, Any]:
+    """Single items at each ``--unbatched`` concurrency, micro-batching on (``on``) and off
+    (``off``), in alternating rounds: per concurrency, each side's pooled figures and the
+    per-round ratios on / off (their spread is the noise of the comparison)."""
+    rounds = 4
+    part = argparse.Namespace(**{**vars(args), "requests": max(20, args.requests // rounds)})
+    out: dict[str, Any] = {}
+    for c in args.unbatched:
+        cells: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
+        for r in range(rounds):
+            for side, base in (
+                (("on", on), ("off", off)) if r % 2 == 0 else (("off", off), ("on", on))
+            ):
+                got = _service_cells(base, items, part, f"{run_id}-{side}{r}", (c,), ("single",))
+                cells[side].append(got["single"][0])
+        out[f"c{c}"] = {
+            side: {
+                "concurrency": c,
+                "items_per_s": round(
+                    sum(x["items"] for x in cs) / sum(x["seconds"] for x in cs), 1
+                ),
+                "p50_ms": float(np.median([x["p50_ms"] for x in cs])),
+                "p99_ms": float(np.median([x["p99_ms"] for x in cs])),
+                "errors": sum(x["errors"] for x in cs),
+            }
+            for side, cs in cells.items()
+        }
+        out[f"c{c}"]["p50_ratio_each"] = [
+            a["p50_ms"] / b["p50_ms"] for a, b in zip(cells["on"], cells["off"], strict=True)
+        ]
+        out[f"c{c}"]["throughput_ratio_each"] = [
+            a["items_per_s"] / b["items_per_s"]
+            for a, b in zip(cells["on"], cells["off"], strict=True)
+        ]
+    return out
+
+
 def _mlflow_cells(
     base: str, items: Sequence[dict[str, Any]], args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -425,6 +467,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
         with _server(cmd, f"{base}/readyz", env, tmp / "service.out"):
             result["service"] = _service_cells(base, items, args, run_id)
+            if args.unbatched:
+                # the same service with micro-batching off, side by side: single items
+                # sent to one and the other in alternating rounds
+                port = _free_port()
+                off_base = f"http://{HOST}:{port}"
+                off_cmd = list(cmd)
+                off_cmd[off_cmd.index("--port") + 1] = str(port)
+                off_cmd[off_cmd.index("--log") + 1] = f"sqlite:///{tmp / 'unbatched.sqlite'}"
+                off = {**env, WINDOW_ENV: "0"}
+                with _server(off_cmd, f"{off_base}/readyz", off, tmp / "unbatched.out"):
+                    result["paired"] = _paired(base, off_base, items, args, run_id)
         if args.workers > 1:
             # the same service in N worker processes on one log (single items and batches
             # at the highest concurrency): how throughput grows with processes
@@ -439,18 +492,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "workers": args.workers,
                     **_service_cells(base, items, args, run_id + "w", (top,)),
                 }
-        if args.unbatched:
-            # the same service with micro-batching off: each single item routed alone
-            port = _free_port()
-            base = f"http://{HOST}:{port}"
-            cmd[cmd.index("--port") + 1] = str(port)
-            cmd[cmd.index("--log") + 1] = f"sqlite:///{tmp / 'unbatched.sqlite'}"
-            off = {**env, WINDOW_ENV: "0"}
-            with _server(cmd, f"{base}/readyz", off, tmp / "unbatched.out"):
-                result["service_unbatched"] = _service_cells(
-                    base, items, args, run_id + "u", args.unbatched, ("single",)
-                )
-
         if not args.no_mlflow:
             model = _mlflow_model(bundle, tmp)
             port = _free_port()
@@ -477,10 +518,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _cell(cells: Sequence[dict[str, Any]], c: int) -> dict[str, Any] | None:
-    return next((cell for cell in cells if cell["concurrency"] == c), None)
-
-
 def ratios(result: dict[str, Any]) -> dict[str, Any]:
     """Service / in-process and service / mlflow throughput, per mode and concurrency;
     single items / batches at equal concurrency; micro-batched / unbatched singles."""
@@ -499,106 +536,12 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
             batch = _cell(result["service"]["batch"], c)
             if mode == "single" and batch is not None and batch["items_per_s"]:
                 row["vs_batch"] = round((cell["items_per_s"] or 0) / batch["items_per_s"], 3)
-            alone = _cell(result.get("service_unbatched", {}).get("single", []), c)
-            if mode == "single" and alone is not None and alone["items_per_s"]:
-                row["vs_unbatched"] = round((cell["items_per_s"] or 0) / alone["items_per_s"], 3)
-                if alone["p50_ms"] and cell["p50_ms"]:
-                    row["p50_vs_unbatched"] = round(cell["p50_ms"] / alone["p50_ms"], 3)
+            pair = result.get("paired", {}).get(f"c{c}")
+            if mode == "single" and pair is not None:
+                row["vs_unbatched"] = round(float(np.median(pair["throughput_ratio_each"])), 3)
+                row["p50_vs_unbatched"] = round(float(np.median(pair["p50_ratio_each"])), 3)
             out[f"{mode}@c{c}"] = row
     return out
-
-
-def print_report(r: dict[str, Any]) -> None:
-    """The table: one line per (mode, concurrency), then the goals."""
-    print(
-        f"routing service, 127.0.0.1, {r['cpus']} CPUs; at most {r['requests_per_cell']} "
-        f"requests per cell; batches of {r['batch_size']} items"
-    )
-    head = (
-        f"{'mode':<7}{'c':>4}  {'service items/s':>15} {'p50 ms':>7} {'p99 ms':>7}"
-        f"  {'mlflow items/s':>14} {'p50 ms':>7} {'p99 ms':>7}  {'vs in-proc':>10}"
-        f" {'vs mlflow':>9}"
-    )
-    print(head)
-    for mode in ("single", "batch"):
-        for cell in r["service"][mode]:
-            c = cell["concurrency"]
-            ml = _cell(r.get("mlflow", {}).get(mode, []), c) or {}
-            ratio = r["ratios"][f"{mode}@c{c}"]
-
-            def fmt(v: Any, spec: str) -> str:
-                return format(v, spec) if isinstance(v, (int, float)) else "-"
-
-            print(
-                f"{mode:<7}{c:>4}  {fmt(cell['items_per_s'], ',.0f'):>15} "
-                f"{fmt(cell['p50_ms'], '.2f'):>7} {fmt(cell['p99_ms'], '.2f'):>7}"
-                f"  {fmt(ml.get('items_per_s'), ',.0f'):>14} {fmt(ml.get('p50_ms'), '.2f'):>7}"
-                f" {fmt(ml.get('p99_ms'), '.2f'):>7}  {fmt(ratio.get('vs_in_process'), '.2f'):>10}"
-                f" {fmt(ratio.get('vs_mlflow'), '.2f'):>9}"
-            )
-            errors = cell["errors"] + (ml.get("errors") or 0)
-            if errors:
-                print(
-                    f"        {errors} failed request(s): {cell['first_error'] or ml.get('first_error')}"
-                )
-    for cell in r.get("service_unbatched", {}).get("single", []):
-        c = cell["concurrency"]
-        ratio = r["ratios"].get(f"single@c{c}", {})
-        print(
-            f"single{c:>5}  unbatched: {cell['items_per_s']:,.0f} items/s, p50 "
-            f"{cell['p50_ms']:.2f} ms, p99 {cell['p99_ms']:.2f} ms; micro-batched / unbatched "
-            f"{ratio.get('vs_unbatched', float('nan')):.2f}x throughput, "
-            f"{ratio.get('p50_vs_unbatched', float('nan')):.2f}x p50"
-        )
-    w = r.get("service_workers")
-    if w:
-        for mode in ("single", "batch"):
-            cell = w[mode][0]
-            one = _cell(r["service"][mode], cell["concurrency"]) or {}
-            grow = (cell["items_per_s"] or 0) / one["items_per_s"] if one.get("items_per_s") else 0
-            print(
-                f"{mode:<7}{cell['concurrency']:>4}  {w['workers']} workers: "
-                f"{cell['items_per_s']:,.0f} items/s, p50 {cell['p50_ms']:.2f} ms, p99 "
-                f"{cell['p99_ms']:.2f} ms = {grow:.2f}x one worker"
-            )
-    single32 = r["ratios"].get("single@c32", {})
-    if "vs_batch" in single32:
-        ok = single32["vs_batch"] >= GOAL_SINGLE_VS_BATCH
-        print(
-            f"goal single >= {GOAL_SINGLE_VS_BATCH:g}x batch at c=32: "
-            f"{single32['vs_batch']:.2f}x ({'met' if ok else 'NOT met'})"
-        )
-    ip = r["in_process"]
-    print(
-        f"in-process (HybridRouter + log_many, one caller): single "
-        f"{ip['single']['items_per_s']:,.0f} items/s (p99 {ip['single']['p99_ms']:.2f} ms), "
-        f"batch {ip['batch']['items_per_s']:,.0f} items/s"
-    )
-    single8 = next((c for c in r["service"]["single"] if c["concurrency"] == 8), None)
-    if single8 is not None and single8["p99_ms"] is not None:
-        ok = single8["p99_ms"] <= GOAL_SINGLE_P99_MS
-        print(
-            f"goal single p99 <= {GOAL_SINGLE_P99_MS:g} ms at c=8: {single8['p99_ms']:.2f} ms "
-            f"({'met' if ok else 'NOT met'})"
-        )
-    batch_ratios = [v.get("vs_in_process") for k, v in r["ratios"].items() if k.startswith("batch")]
-    best = max((x for x in batch_ratios if x is not None), default=None)
-    if best is not None:
-        ok = best >= GOAL_BATCH_VS_INPROCESS
-        print(
-            f"goal batch >= {GOAL_BATCH_VS_INPROCESS:g}x in-process: best {best:.2f}x "
-            f"({'met' if ok else 'NOT met'})"
-        )
-    if "mlflow" in r:
-        worst = min(
-            (v["vs_mlflow"] for v in r["ratios"].values() if "vs_mlflow" in v), default=None
-        )
-        if worst is not None:
-            ok = worst >= GOAL_VS_MLFLOW
-            print(
-                f"goal >= {GOAL_VS_MLFLOW:g}x MLflow's scoring server at equal concurrency: "
-                f"lowest {worst:.2f}x ({'met' if ok else 'NOT met'})"
-            )
 
 
 def _concurrency(text: str) -> tuple[int, ...]:
@@ -655,6 +598,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _spread(ratios: Sequence[float]) -> float | None:
+    """Half the range of repeated ratios over their median (the runner's noise)."""
+    if len(ratios) < 2:
+        return None
+    mid = float(np.median(ratios))
+    return (max(ratios) - min(ratios)) / (2 * mid) if mid else None
+
+
 def _goal_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows of issue 27's service goals (each a ratio measured in this run)."""
     rows: list[dict[str, Any]] = []
@@ -687,20 +638,22 @@ def _goal_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
                 "notes": f"p50 {s8['p50_ms']} ms, {s8['items_per_s']:,.0f} items/s",
             }
         )
-    alone1 = _cell(r.get("service_unbatched", {}).get("single", []), 1)
-    s1 = _cell(single, 1)
-    if alone1 is not None and s1 is not None:
+    pair = r.get("paired", {}).get("c1")
+    if pair is not None:
+        ratios_each = pair["p50_ratio_each"]
         rows.append(
             {
                 "key": "service.single_c1_p50_vs_unbatched",
                 "measure": "single-item p50 at c=1, micro-batching on vs off",
-                "value": s1["p50_ms"],
+                "value": pair["on"]["p50_ms"],
                 "unit": "ms",
-                "baseline": alone1["p50_ms"],
-                "baseline_label": f"{WINDOW_ENV}=0",
+                "baseline": pair["off"]["p50_ms"],
+                "baseline_label": f"{WINDOW_ENV}=0, side by side",
+                "ratio": float(np.median(ratios_each)),
                 "goal": 1.0,
                 "goal_op": "<=",
-                "notes": "a lone client never waits for a batch",
+                "noise": _spread(ratios_each),
+                "notes": "a lone client never waits for a batch; median of alternating rounds",
             }
         )
     b8 = _cell(batch, 8)

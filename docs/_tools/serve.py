@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import os
 import socket
 import subprocess
 import sys
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-only", action="store_true", help="build strictly and stop")
     parser.add_argument("--live", action="store_true", help="mkdocs serve (live reload)")
     args = parser.parse_args(argv)
+    # Material's banner about MkDocs 2 says nothing about this site's build
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
     port = free_port(args.port)
     if args.live:
         print(f"The documentation: http://{HOST}:{port}/  (Ctrl-C to stop)", flush=True)

@@ -290,6 +290,9 @@ def test_the_llm_server_command_prints_its_base_url_and_stops_on_sigterm():
         with urllib.request.urlopen(match.group(1) + "/models", timeout=10) as response:
             assert json.loads(response.read())["data"][0]["id"] == "smol"
         assert "classifier settings:" in proc.stdout.readline()
+        log = re.search(r"log (\S+)\); Ctrl-C", line).group(1)
+        assert os.path.isfile(log)
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+    assert not os.path.exists(log)  # a clean run leaves no temporary log behind

@@ -272,3 +272,18 @@ def test_llm_server_refuses_bad_input_in_one_line(tmp_path, monkeypatch, capsys,
     assert main(["llm-server", *(a.format(tmp=tmp_path) for a in args)]) == 2
     err = capsys.readouterr().err
     assert match in err and len(err.strip().splitlines()) == 1
+
+
+def test_fit_llm_takes_the_server_examples_and_temperature():
+    from hybridroute.classifiers.llm import fit_llm
+
+    clf = fit_llm(
+        list(TRAIN),
+        list(TRAIN.values()),
+        model="openai/smol",
+        server="llama_cpp",
+        n_similar_examples=2,
+        temperature=0.0,
+    )
+    assert (clf.server, clf.temperature, clf.mode_) == ("llama_cpp", 0.0, "tools")
+    assert clf.similar_ is not None and clf.similar_.k == 2

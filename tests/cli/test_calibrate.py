@@ -107,6 +107,10 @@ def test_objectives_and_options(model_dir, tmp_path, capsys, extra) -> None:
         assert set(pol.evidence_thresholds) == {"bm25", "char_tfidf"}
     if "oos" in extra:
         assert pol.thresholds["oos"]["score"] == "label_probability"
+        # the delta asked for, and how it was split between the two certificates
+        assert "recall target 0.8000" in text and "delta 0.1000 split: 0.0500 each" in text
+    if "three-way" in extra:
+        assert "ask-zone target 0.6000" in text and "split: 0.0250 each" in text
 
 
 def test_uncertifiable_target_says_so(model_dir, tmp_path, capsys) -> None:

@@ -309,6 +309,32 @@ def test_llm_is_configured_without_requests(files, tmp_path, capsys) -> None:
     assert sorted(clf.classes_) == ["password", "refund", "shipping"]
 
 
+def test_llm_server_examples_and_temperature_reach_the_classifier(files, tmp_path, capsys):
+    out = tmp_path / "llm"
+    run_json(
+        capsys,
+        "train",
+        "--dataset",
+        f"csv:{files['csv']}",
+        "--classifier",
+        "llm",
+        "--model",
+        "openai/smol",
+        "--api-base",
+        "http://127.0.0.1:9/v1",
+        "--server",
+        "llama_cpp",
+        "--similar-examples",
+        "3",
+        "--temperature",
+        "0",
+        "--out",
+        str(out),
+    )
+    clf = load_classifier(out)
+    assert (clf.server, clf.n_similar_examples, clf.temperature) == ("llama_cpp", 3, 0.0)
+
+
 def test_cascade_saves_both_stages(files, tmp_path, capsys) -> None:
     out = tmp_path / "cascade"
     report = run_json(
@@ -354,6 +380,14 @@ def test_cascade_saves_both_stages(files, tmp_path, capsys) -> None:
             "--classifier llm: unknown mode 'x'",
         ),
         (["--classifier", "cascade", "--escalate-below", "0.5"], "need --model"),
+        (
+            ["--classifier", "llm", "--model", "m", "--server", "vllm-ish"],
+            "--classifier llm: unknown server 'vllm-ish'",
+        ),
+        (
+            ["--classifier", "llm", "--model", "m", "--similar-examples", "-1"],
+            "--classifier llm: n_similar_examples must be an integer >= 0",
+        ),
         (["--cs", "1,abc"], "expected comma-separated numbers"),
         (["--cs", "0"], "positive numbers"),
         (["--calibration-fraction", "1.5"], "must be in [0, 1)"),

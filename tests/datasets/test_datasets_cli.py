@@ -79,6 +79,15 @@ def test_validate_ok(capsys, write):
     assert out.startswith(f"ok: {path}: 3 rows, 2 labels (train 2, test 1); facts: attempts")
 
 
+@pytest.mark.parametrize("name", ["g.csv", "g.txt"])
+def test_validate_takes_the_dataset_reference_form(capsys, write, name):
+    """``csv:PATH`` (as ``--dataset`` names a file) validates the file; the prefix sets the
+    kind, so a CSV with another extension is read too."""
+    path = write(name, GOOD)
+    assert main(["datasets", "validate", f"csv:{path}"]) == 0
+    assert capsys.readouterr().out.startswith(f"ok: {path}: 3 rows, 2 labels")
+
+
 def test_validate_bad_file_exits_2_with_one_line(capsys, write):
     path = write("b.csv", BAD)
     assert main(["datasets", "validate", str(path)]) == 2

@@ -23,16 +23,17 @@ from . import mdrun
 
 DOCS = mdrun.DOCS
 ROOT = mdrun.ROOT
-#: Pages whose code takes more than ~20 s here (2 cores): page -> what makes it long.
+#: Pages whose code takes about 20 s or more here (2 shared cores): page -> what makes it
+#: long. They run with `python3 dev.py slow tests/docs` (and in CI, .ci/run).
 SLOW_PAGES: dict[str, str] = {
-    "concepts/certificates.md": "fits certified thresholds over many resplits (~15 s)",
-    "getting-started/demo.md": "the whole demo (~30 s)",
-    "tutorials/evaluate.md": "trains, calibrates and evaluates a router (~30 s)",
-    "tutorials/langgraph.md": "builds a router and runs a LangGraph graph (~30 s)",
+    "getting-started/demo.md": "the whole demo (~25 s)",
+    "guides/classifiers.md": "serves the stand-in LLM and trains through it (~20 s)",
+    "guides/mlflow.md": "runs an experiment spec into MLflow (~20 s)",
+    "tutorials/evaluate.md": "trains, calibrates and evaluates a router (~35 s)",
     "tutorials/own-model.md": "fits a classifier on Banking77 (~40 s)",
-    "tutorials/own-tickets.md": "trains, calibrates, bundles and evaluates (~25 s)",
-    "tutorials/serve-and-loop.md": "serves a router and closes the loop (~40 s)",
-    "tutorials/spark.md": "starts Spark (~50 s)",
+    "tutorials/own-tickets.md": "trains, calibrates, bundles and evaluates (~20 s)",
+    "tutorials/serve-and-loop.md": "serves a router and closes the loop (~25 s)",
+    "tutorials/spark.md": "starts Spark (~55 s)",
 }
 #: Pages that need an optional extra: marked with it, so a run without the extra reports them
 #: as NOT run (and CI, which requires every extra, runs them).

@@ -127,6 +127,13 @@ def assert_table_matches_mlflow(result, server: str) -> None:
     assert parent.info.status == "FINISHED"
     assert parent.data.tags["hybridroute.experiment_kind"] == result.spec.kind
     assert parent.data.tags["hybridroute.spec_sha256"] == result.spec.sha256
+    # the labelled rows each role took are the parent run's dataset inputs, by fingerprint
+    inputs = {d.dataset.name: d for d in parent.inputs.dataset_inputs}
+    assert result.datasets and len(inputs) == len(result.datasets)
+    for context, part, split in result.datasets:
+        entry = inputs[f"{part.name}/{split}"]
+        assert part.fingerprint.startswith(entry.dataset.digest)
+        assert {t.key: t.value for t in entry.tags}["mlflow.data.context"] == context
     nested = client.search_runs(
         [parent.info.experiment_id],
         filter_string=f"tags.mlflow.parentRunId = '{result.parent_run_id}'",

@@ -158,3 +158,28 @@ def test_rows_that_appear_below_what_was_seen_are_read_within_the_overlap(tmp_pa
         stream.decisions(5)
         assert monitor.update(log) == monitor_log(log, router_version="1", **ARGS)
         assert monitor.last_read[0] <= 5 + 1
+
+
+def test_misplaced_outcomes_are_counted_once_and_kept(tmp_path):
+    """Outcomes an older version accepted (an audit of an unaudited decision): counted in
+    the state as the full recompute counts them, before and after they settle."""
+    with open_log(f"sqlite:///{tmp_path / 'log.sqlite'}", audit=AuditSampler(0.3, "k")) as log:
+        stream = Stream(log, 5)
+        stream.decisions(40)
+        stream.outcomes(10)
+        monitor = LogMonitor(router_version="1", **ARGS)
+        monitor.update(log)
+        unaudited = log._conn.execute(
+            "SELECT decision_id FROM decisions WHERE audited = 0 LIMIT 3"
+        ).fetchall()
+        for k, (decision_id,) in enumerate(unaudited):
+            log._conn.execute(
+                "INSERT INTO outcomes (outcome_id, decision_id, gold_intent, gold_next_step, "
+                "source, observed_at, recorded_at) VALUES (?, ?, 'billing', NULL, 'audit', "
+                "'2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')",
+                (f"old-{k}", decision_id),
+            )
+        for _ in range(2):
+            state = monitor.update(log)
+            assert state == monitor_log(log, router_version="1", **ARGS)
+            assert state["invalid_outcomes"]["audit_not_audited"] == len(unaudited) == 3

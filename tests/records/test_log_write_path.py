@@ -104,3 +104,45 @@ def test_a_flush_reports_duplicates_and_conflicts_in_order(tmp_path, decisions, 
                 log.flush()
             assert log.pending == 1 and log.flush() == 1
         assert log.count() == 5
+
+
+def test_a_new_log_has_large_pages_and_an_old_one_keeps_its_own(tmp_path, decisions):
+    from hybridroute.records._log import PAGE_SIZE
+
+    with DecisionLog(tmp_path / "new.sqlite") as log:
+        log.log_many([(decisions[0], "r0", "live")])
+    conn = sqlite3.connect(tmp_path / "new.sqlite")
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 16384
+    conn.close()
+    old = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(old)
+    conn.execute("PRAGMA page_size = 4096")
+    conn.execute("CREATE TABLE t (x)")  # a file that exists already, 4 KB pages
+    conn.commit()
+    conn.close()
+    with DecisionLog(old) as log:
+        log.log_many([(d, f"r{i}", "live") for i, d in enumerate(decisions)])
+        assert log.count() == len(decisions) and log.integrity_check() == "ok"
+    conn = sqlite3.connect(old)
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+    conn.close()
+
+
+def test_decision_ids_in_a_forked_child_are_its_own():
+    import os
+
+    new_decision_id()  # the pool holds the parent's next ids now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, sent to the parent
+        try:
+            os.write(write, "".join(new_decision_id() for _ in range(20)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as f:
+        text = f.read()
+    child = {text[i : i + 32] for i in range(0, len(text), 32)}
+    parent = {new_decision_id() for _ in range(20)}
+    assert len(child) == 20 and not child & parent

@@ -34,6 +34,7 @@ import typer
 from ..calibration import FitOptions
 from ..calibration.techniques import OBJECTIVES
 from ..exceptions import UserInputError
+from ._datasets import _ID, _LABEL, _SPLIT, _TEXT, _options
 from ._outputs import check_output, output_errors
 
 if TYPE_CHECKING:
@@ -97,7 +98,9 @@ _OPTIONS: dict[str, Any] = {
     "oos_label": typer.Option(
         None,
         "--oos-label",
-        help="--scores: the gold label of out-of-scope rows (may be outside the classes).",
+        help="The gold label of out-of-scope rows: of a --scores file (may be outside the "
+        "classes), or of a --dataset file (default: 'out_of_scope' or 'oos' when the file uses "
+        "one; 'none' for none). Give what `train` was given.",
     ),
     "out": typer.Option(
         ..., "--out", help="Where to write the policy JSON (with --from-log: the new bundle)."
@@ -248,13 +251,28 @@ def calibrate(
     evidence: Path | None = _OPTIONS["evidence"],
     data_dir: Path | None = _OPTIONS["data_dir"],
     as_json: bool = _OPTIONS["as_json"],
+    text_column: str | None = _TEXT,
+    label_column: str | None = _LABEL,
+    split_column: str | None = _SPLIT,
+    id_column: str | None = _ID,
 ) -> None:
     """Fit a policy on a labelled set's calibration split and write it to ``--out``."""
     scores_only = {
         "--test-scores": test_scores is not None,
         "--test-fraction": test_fraction is not None,
-        "--oos-label": oos_label is not None,
     }
+    columns = {"text": text_column, "label": label_column, "split": split_column}
+    columns["id"] = id_column
+    file_options = _options(
+        data_dir=data_dir,
+        text_column=text_column,
+        label_column=label_column,
+        split_column=split_column,
+        id_column=id_column,
+        oos_label=None if scores is not None else oos_label,
+    )
+    # the file options given: they apply to fitting from a --dataset file only
+    columns_given = {f"--{k}-column": v is not None for k, v in columns.items()}
     if scores is None:
         _refuse_first(scores_only, "only goes with --scores")
     if from_log is not None and scores is not None:
@@ -262,42 +280,24 @@ def calibrate(
             "fits from a decision log; leave out --scores", param_hint="--from-log"
         )
     if from_log is not None:
-        from ._recalibrate import recalibrate_cmd
-
-        # options of fitting from a dataset, given with values other than their defaults
-        dataset_only = {
-            "--dataset": dataset is not None,
-            "--model": model is not None,
-            "--objective": objective != DEFAULTS.objective,
-            "--calibrator": calibrator != DEFAULTS.calibrator,
-            "--margin": margin,
-            "--per-class": per_class,
-            "--evidence": evidence is not None,
-            "--split": split != "calibration",
-        }
-        _refuse_given(
-            dataset_only,
-            "--from-log refits the --router bundle's own threshold; {} apply to fitting from "
-            "a dataset",
-            "--from-log",
-        )
-        _check_window(since, until)
-        # a new router bundle: a directory that is absent or empty (there is no --force)
-        check_output(out, "--out", kind="dir", new_dir=True)
-        recalibrate_cmd(
-            log_url=from_log,
-            router=router,
-            out=out,
-            router_version=router_version,
-            version=version,
-            target=target,
-            delta=delta,
-            since=since,
-            until=until,
-            seed=seed,
-            as_json=as_json,
-            **({} if max_disputed_share is None else {"max_disputed_share": max_disputed_share}),
-        )
+        _from_log(
+            from_log, router, out,
+            given={
+                "--dataset": dataset is not None,
+                "--model": model is not None,
+                "--objective": objective != DEFAULTS.objective,
+                "--calibrator": calibrator != DEFAULTS.calibrator,
+                "--margin": margin,
+                "--per-class": per_class,
+                "--evidence": evidence is not None,
+                "--split": split != "calibration",
+                "--oos-label": oos_label is not None,
+                **columns_given,
+            },
+            router_version=router_version, version=version, target=target, delta=delta,
+            since=since, until=until, seed=seed, as_json=as_json,
+            max_disputed_share=max_disputed_share,
+        )  # fmt: skip
         return
     log_only = {
         "--router": router,
@@ -319,6 +319,7 @@ def calibrate(
             "--split": split != "calibration",
             "--data-dir": data_dir is not None,
             "--calibration-fraction": calibration_fraction != _CALIBRATION_FRACTION,
+            **columns_given,
         }
         _refuse_given(
             dataset_only, "--scores fits on the file's rows; {} apply to --dataset", "--scores"
@@ -355,9 +356,35 @@ def calibrate(
         calibration_fraction=calibration_fraction,
         seed=seed,
         evidence=evidence,
-        data_dir=data_dir,
+        file_options=file_options,
         as_json=as_json,
     )
+
+
+def _from_log(
+    from_log: str,
+    router: Path | None,
+    out: Path,
+    *,
+    given: Mapping[str, bool],
+    max_disputed_share: float | None,
+    **options: Any,
+) -> None:
+    """``calibrate --from-log``: refit the bundle's threshold from its audited decisions
+    (``given``: the options of fitting from a dataset the user set; each is refused)."""
+    from ._recalibrate import recalibrate_cmd
+
+    _refuse_given(
+        given,
+        "--from-log refits the --router bundle's own threshold; {} apply to fitting from a dataset",
+        "--from-log",
+    )
+    _check_window(options["since"], options["until"])
+    # a new router bundle: a directory that is absent or empty (there is no --force)
+    check_output(out, "--out", kind="dir", new_dir=True)
+    if max_disputed_share is not None:
+        options["max_disputed_share"] = max_disputed_share
+    recalibrate_cmd(log_url=from_log, router=router, out=out, **options)
 
 
 def _refuse_first(options: Mapping[str, bool], why: str) -> None:
@@ -423,7 +450,7 @@ def _from_dataset(
     calibration_fraction: float,
     seed: int,
     evidence: Path | None,
-    data_dir: Path | None,
+    file_options: dict[str, Any],
     as_json: bool,
 ) -> None:
     """Score the set's calibration rows with the model (none it was trained on), then fit
@@ -433,10 +460,10 @@ def _from_dataset(
     from ..datasets import load_dataset
     from ..exceptions import DatasetError
 
-    options: dict[str, Any] = {}
-    if data_dir is not None:
-        options["data_dir"] = data_dir
-    ds = load_dataset(dataset, **options)
+    try:
+        ds = load_dataset(dataset, **file_options)
+    except TypeError as exc:  # a file option given for a public set
+        raise click.UsageError(str(exc)) from None
     clf = load_classifier(model)
     classes = [str(c) for c in clf.classes_]  # type: ignore[attr-defined]
     # the policy is bound to exactly this model (its verified manifest's fingerprint)
@@ -618,6 +645,7 @@ def _summary(policy: Policy, out: Path) -> dict[str, Any]:
         # the thresholds' rows (the certificate's n); the rest of the split fit the calibrator
         "calibration_size": doc["calibration_data"]["size"],
         "calibration_split": prov.get("calibration_split"),
+        "objective_args": prov.get("objective_args"),
         "calibration_split_carved": prov.get("calibration_split_carved"),
         "calibrator_size": prov.get("calibrator_size"),
         "threshold_size": prov.get("threshold_size"),
@@ -653,13 +681,32 @@ def _rows_line(s: dict[str, Any]) -> str:
     return head + f"{n_cal} fit the {s['calibrator']} calibrator, the other {n_thr} the thresholds"
 
 
+def _targets(s: dict[str, Any]) -> str:
+    """The objective's targets and delta as asked; where the objective certifies two things
+    (oos, three-way), how the delta was split between them (the guarantee records one)."""
+    asked = s.get("objective_args") or {}
+    if not s["target"]:
+        return ""
+    if s["objective"] == "oos" and asked.get("target") is not None:
+        return (
+            f" (out-of-scope recall target {_fmt(asked['target'])}, routed precision target "
+            f"{_fmt(s['target'])}; delta {_fmt(asked.get('delta'))} split: "
+            f"{_fmt(s['delta'])} each)"
+        )
+    if s["objective"] == "three-way" and asked.get("delta") not in (None, s["delta"]):
+        return (
+            f" (target {_fmt(s['target'])}, ask-zone target {_fmt(asked.get('ask_target'))}; "
+            f"delta {_fmt(asked.get('delta'))} split: {_fmt(s['delta'])} each)"
+        )
+    return f" (target {_fmt(s['target'])}, delta {_fmt(s['delta'])})"
+
+
 def _print(s: dict[str, Any]) -> None:
     lines = [
         f"policy written to {s['out']} (sha256 {s['content_sha256'][:12]}, "
         f"{'signed' if s['signed'] else 'not signed'})",
         f"model            {s['model_fingerprint'][:12]} (the policy is bound to it)",
-        f"objective        {s['objective']}"
-        + (f" (target {_fmt(s['target'])}, delta {_fmt(s['delta'])})" if s["target"] else ""),
+        f"objective        {s['objective']}" + _targets(s),
         f"calibrator       {s['calibrator']}"
         + (f" (T = {_fmt(s['temperature'])})" if s["temperature"] is not None else ""),
         _rows_line(s),

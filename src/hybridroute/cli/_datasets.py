@@ -46,9 +46,13 @@ def _options(
     id_column: str | None = None,
     label_set: str | None = None,
     on_error: str | None = None,
+    oos_label: str | None = None,
 ) -> dict[str, Any]:
-    """The options the user set explicitly, as load_dataset keywords."""
+    """The options the user set explicitly, as load_dataset keywords (``oos_label`` 'none'
+    is no out-of-scope label)."""
     out: dict[str, Any] = {}
+    if oos_label is not None:
+        out["oos_label"] = None if oos_label.strip().lower() == "none" else oos_label
     if data_dir is not None:
         out["data_dir"] = data_dir
     if no_download:
@@ -293,6 +297,12 @@ _TEXT = typer.Option(None, "--text-column", help="Files: the text column (defaul
 _LABEL = typer.Option(None, "--label-column", help="Files: the label column (default 'label').")
 _SPLIT = typer.Option(None, "--split-column", help="Files: the split column (default 'split').")
 _ID = typer.Option(None, "--id-column", help="Files: the id column (default 'id').")
+_OOS_LABEL = typer.Option(
+    None,
+    "--oos-label",
+    help="Files: the label of out-of-scope rows (default: 'out_of_scope' or 'oos' when the "
+    "file uses one); 'none' for no out-of-scope rows. Give what `train` was given.",
+)
 _LABEL_SET = typer.Option(
     None, "--label-set", help="Files: the declared labels, comma-separated; others are errors."
 )
@@ -336,6 +346,15 @@ def show_command(
         _print_summary(info)
 
 
+def _file_kind(file: Path, sniff: Any) -> tuple[str, Path]:
+    """A file's kind and path; ``csv:PATH`` / ``jsonl:PATH`` (how ``--dataset`` names a
+    file) is taken too, and its prefix sets the kind."""
+    head, sep, rest = str(file).partition(":")
+    if sep and head in ("csv", "jsonl") and rest and not file.exists():
+        return head, Path(rest)
+    return sniff(file), file
+
+
 def validate_command(
     file: Path = typer.Argument(..., help="A .csv or .jsonl labelled file."),
     text_column: str | None = _TEXT,
@@ -365,7 +384,7 @@ def validate_command(
     from ..exceptions import DatasetError
 
     declared = load_schema(rules, router)
-    kind = sniff_kind(file)
+    kind, file = _file_kind(file, sniff_kind)
     options = _options(
         text_column=text_column,
         label_column=label_column,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ..exceptions import UserInputError
+from ._datasets import _ID, _LABEL, _OOS_LABEL, _SPLIT, _TEXT, _options
 
 if TYPE_CHECKING:
     from .._scrub import Scrubber
@@ -173,6 +174,11 @@ def evaluate(
     data_dir: Path | None = _OPTIONS["data_dir"],
     sensitive: list[str] = _OPTIONS["sensitive"],
     as_json: bool = _OPTIONS["as_json"],
+    text_column: str | None = _TEXT,
+    label_column: str | None = _LABEL,
+    split_column: str | None = _SPLIT,
+    id_column: str | None = _ID,
+    oos_label: str | None = _OOS_LABEL,
 ) -> None:
     """Evaluate a classifier (--model, optionally with --policy) or a router (--router)."""
     from .._scrub import Scrubber
@@ -190,9 +196,14 @@ def evaluate(
         from ._outputs import check_output
 
         check_output(report, "--report", kind="dir")  # a directory, written into
-    options: dict[str, Any] = {}
-    if data_dir is not None:
-        options["data_dir"] = data_dir
+    options = _options(
+        data_dir=data_dir,
+        text_column=text_column,
+        label_column=label_column,
+        split_column=split_column,
+        id_column=id_column,
+        oos_label=oos_label,
+    )
     if dataset == "clinc150":
         options["oos"] = oos
     r = None
@@ -335,6 +346,7 @@ def _track(
             report_dir=report,
             policy_path=policy_path,
             datasets=datasets,
+            policy=run.policy,
         )
     if tracker.warning:
         typer.echo(f"warning: {scrub.text(tracker.warning)}", err=True)

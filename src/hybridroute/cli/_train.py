@@ -343,7 +343,29 @@ _OPTIONS: dict[str, Any] = {
     "prompt_template": typer.Option(
         None, "--prompt-template", help="llm/cascade: prompt template file (JSON or YAML)."
     ),
-    "mode": typer.Option(None, "--mode", help="llm/cascade: tools, json, md_json or json_schema."),
+    "mode": typer.Option(
+        None,
+        "--mode",
+        help="llm/cascade: auto (default: chosen per --server), tools, json, md_json or "
+        "json_schema.",
+    ),
+    "server": typer.Option(
+        None,
+        "--server",
+        help="llm/cascade: the kind of server behind --model/--api-base: openai (default; "
+        "hosted providers, vLLM, llama-server) or llama_cpp (`hybridroute llm-server`).",
+    ),
+    "similar_examples": typer.Option(
+        None,
+        "--similar-examples",
+        help="llm/cascade: put the k training texts most similar to each ticket in its "
+        "prompt (0: none).",
+    ),
+    "temperature": typer.Option(
+        None,
+        "--temperature",
+        help="llm/cascade: sampling temperature (0 for repeatable answers from a local model).",
+    ),
     "confidence": typer.Option(
         None, "--confidence", help="llm/cascade: verbalized, self_consistency or logprobs."
     ),
@@ -419,6 +441,9 @@ def train(
     api_key_env: str | None = _OPTIONS["api_key_env"],
     prompt_template: Path | None = _OPTIONS["prompt_template"],
     mode: str | None = _OPTIONS["mode"],
+    server: str | None = _OPTIONS["server"],
+    similar_examples: int | None = _OPTIONS["similar_examples"],
+    temperature: float | None = _OPTIONS["temperature"],
     confidence: str | None = _OPTIONS["confidence"],
     n_samples: int | None = _OPTIONS["n_samples"],
     max_concurrency: int | None = _OPTIONS["max_concurrency"],
@@ -463,6 +488,9 @@ def train(
         "api_key_env": api_key_env,
         "prompt_path": prompt_template,
         "mode": mode,
+        "server": server,
+        "n_similar_examples": similar_examples,
+        "temperature": temperature,
         "confidence": confidence,
         "n_samples": n_samples,
         "max_concurrency": max_concurrency,

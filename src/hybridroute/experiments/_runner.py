@@ -65,6 +65,8 @@ class ExperimentResult:
         Local copies written with ``out_dir``.
     scrubber : Scrubber
         What every rendering and everything logged passes through.
+    datasets : list of (context, LabelledSet, split name)
+        The labelled sets the run used, logged as the parent run's dataset inputs.
     """
 
     spec: ExperimentSpec
@@ -83,6 +85,7 @@ class ExperimentResult:
     tracking_warning: str | None = None
     files: dict[str, Path] = field(default_factory=dict)
     scrubber: Scrubber = field(default_factory=Scrubber, repr=False)
+    datasets: list[tuple[str, Any, str | None]] = field(default_factory=list, repr=False)
 
     @property
     def title(self) -> str:
@@ -216,7 +219,8 @@ def run_experiment(
         spec = spec.with_settings(resplits=resplits)
         overridden = True
 
-    output = kind_cls(spec).run(progress)
+    kind = kind_cls(spec)
+    output = kind.run(progress)
     result = ExperimentResult(
         spec=spec,
         columns=kind_cls.columns,
@@ -228,6 +232,7 @@ def run_experiment(
         details=output.details,
         row_artifacts=output.row_artifacts,
         scrubber=scrubber if scrubber is not None else Scrubber(),
+        datasets=list(kind.used),
     )
     if out_dir is not None:
         out = Path(out_dir)
@@ -270,6 +275,7 @@ def _log(tracker: Any, result: ExperimentResult, revision: str, overridden: bool
             result.run_ids = [None] * len(result.rows)
             return
         tracker.log_params(spec.flat_params())
+        tracker.log_datasets(result.datasets)
         tracker.log_metrics(
             {k: v for k, v in result.summary.items() if isinstance(v, (int, float))}
         )

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..contracts import ReasonCode
-from ..records._outcomes import read_outcomes_after
+from ..records._outcomes import misplaced_outcomes, read_outcomes_after
 from ._labels import (
     DEFAULT_MAX_DISPUTED_SHARE,
     check_max_disputed_share,
@@ -192,12 +192,14 @@ def _state_of(
     routers: Iterable[RouterLike],
     max_disputed_share: float,
     precision: Callable[[list[Any]], PrecisionMonitor] | None = None,
+    misplaced: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The monitor's state from what was read: the version's audited rows (in log order),
     every stored outcome (in recorded order) and its label counts (``None``: no shift).
 
     ``precision(observations)`` gives the :class:`PrecisionMonitor` fed with
-    ``(correct, weight, recorded_at)`` in order (default: a new one fed with all)."""
+    ``(correct, weight, recorded_at)`` in order (default: a new one fed with all);
+    ``misplaced``: the log's misplaced outcomes of the version (default: counted now)."""
     if not audited or version is None:
         which = f"router version {version!r}" if version else "any router version"
         raise ValueError(
@@ -242,7 +244,11 @@ def _state_of(
         disputes=labels.disputes(max_disputed_share),
         invalid_outcomes={
             **labels.invalid_report(),
-            **log.misplaced_outcomes(router_version=version),
+            **(
+                misplaced
+                if misplaced is not None
+                else log.misplaced_outcomes(router_version=version)
+            ),
         },
     )
     return out
@@ -314,6 +320,7 @@ class LogMonitor:
         # (a new label comes after the others), or it is fed again from the start
         self._precision: PrecisionMonitor | None = None
         self._fed: list[Any] = []
+        self._misplaced = {"shadow": 0, "audit_not_audited": 0}  # of the settled outcomes
         #: Rows read by the latest update (decisions, outcomes): what it cost.
         self.last_read = (0, 0)
 
@@ -355,7 +362,13 @@ class LogMonitor:
                 for key, n in part.items():
                     counts[key] = counts.get(key, 0) + n
         read = read_outcomes_after(log._query, log._outcomes_table, self._outcome_seq)
+        new_misplaced = self._count_misplaced(log, (self._outcome_seq, settle_out))
+        misplaced = self._count_misplaced(log, (max(settle_out, self._outcome_seq), None))
+        for name, n in self._misplaced.items():
+            misplaced[name] += n + new_misplaced[name]
         # every read done: what is settled joins the kept state
+        for name, n in new_misplaced.items():
+            self._misplaced[name] += n
         self._audited.update(settled)
         for key, n in new_counts.items():
             self._counts[key] = self._counts.get(key, 0) + n
@@ -377,6 +390,21 @@ class LogMonitor:
             routers=self.routers,
             max_disputed_share=self.max_disputed_share,
             precision=self._precision_for,
+            misplaced=misplaced,
+        )
+
+    def _count_misplaced(self, log: LogBase, seqs: tuple[int, int | None]) -> dict[str, int]:
+        """The misplaced outcomes (:meth:`~hybridroute.records.DecisionLog.misplaced_outcomes`)
+        among the outcomes of ``seqs``: outcomes never change, nor do the decisions they
+        name, so the settled ones are counted once."""
+        if seqs[1] is not None and seqs[1] <= seqs[0]:
+            return {"shadow": 0, "audit_not_audited": 0}
+        return misplaced_outcomes(
+            log._query,
+            decisions=log._table,
+            table=log._outcomes_table,
+            router_version=self.router_version,
+            seqs=seqs,
         )
 
     def _precision_for(self, observations: list[Any]) -> PrecisionMonitor:

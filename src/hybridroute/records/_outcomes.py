@@ -527,15 +527,24 @@ def read_outcomes_after(query: Query, table: str, after: int) -> list[tuple[int,
 
 
 def misplaced_outcomes(
-    query: Query, *, decisions: str, table: str, router_version: str | None
+    query: Query,
+    *,
+    decisions: str,
+    table: str,
+    router_version: str | None,
+    seqs: tuple[int, int | None] | None = None,
 ) -> dict[str, int]:
     """Stored outcomes the log refuses today by where they point (an older version took
     them): ``{"shadow": outcomes of shadow decisions, "audit_not_audited": audit outcomes
-    of decisions not selected for audit}`` (of one router version's decisions when given).
-    Readers never count them; this says how many there are."""
+    of decisions not selected for audit}`` (of one router version's decisions when given;
+    of the outcomes with ``after < seq <= upto`` for ``seqs=(after, upto)``, ``upto``
+    ``None``: no bound). Readers never count them; this says how many there are."""
     where, args = (
         ("", ()) if router_version is None else (" AND d.router_version = ?", (router_version,))
     )
+    if seqs is not None:
+        where += " AND o.seq > ?" + ("" if seqs[1] is None else " AND o.seq <= ?")
+        args = (*args, int(seqs[0]), *(() if seqs[1] is None else (int(seqs[1]),)))
     # outcomes first, each decision looked up by its id (CROSS JOIN keeps SQLite from
     # walking every decision of the version instead): the cost follows the outcomes,
     # not the size of the log (the service's monitor runs this on every recompute)

@@ -5,7 +5,8 @@ command line's: :mod:`hybridroute.service._input` reads under the byte limit, pa
 strict JSON and makes each item a :class:`~hybridroute.contracts.RouteRequest`, the
 router checks its facts, text and evidence, and each problem becomes a 4xx JSON error
 naming its field. Every answer that carries a decision is sent only after the decision
-is committed to the log.
+is committed to the log. Concurrent single-item requests are routed together
+(:mod:`hybridroute.service._batcher`: one classifier call, one log transaction).
 """
 
 from __future__ import annotations

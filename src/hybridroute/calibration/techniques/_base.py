@@ -410,6 +410,15 @@ def _why_not(curve: Curve, target: float, level: float, n_min: int) -> tuple[str
             f"(best observed {top:.4f}); more data alone will not certify it",
             None,
         )
+    if best_size <= n:
+        # The plan spreads the errors evenly; this sample's fall where they cost the most,
+        # so a size at or below the one at hand is no estimate: say so instead of a number.
+        return (
+            f"no threshold's Clopper-Pearson lower bound reaches {target:g} with {n} "
+            "calibration items; more labelled items are needed (the observed precision is "
+            "too close to the target for a size estimate)",
+            None,
+        )
     return (
         f"no threshold's Clopper-Pearson lower bound reaches {target:g} with {n} calibration "
         f"items; about {best_size} would be needed at the observed precision",

@@ -643,6 +643,7 @@ def fit_llm(
     n_similar_examples: int = 0,
     seed: int = 0,
     max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+    temperature: float | None = None,
 ) -> LLMClassifier:
     """Configure an :class:`LLMClassifier` and fit it on ``texts`` / ``labels``.
 
@@ -657,6 +658,8 @@ def fit_llm(
         As for :class:`LLMClassifier`.
     max_concurrency, n_examples_per_label, n_similar_examples, seed, max_response_bytes
         As for :class:`LLMClassifier`.
+    temperature : float or None
+        As for :class:`LLMClassifier` (``0`` for repeatable answers from a local model).
     prompt_path : str or path-like or None
         A JSON or YAML prompt template (see :meth:`PromptTemplate.from_file`).
     timeout : float or None
@@ -691,6 +694,7 @@ def fit_llm(
             n_similar_examples=n_similar_examples,
             seed=seed,
             max_response_bytes=max_response_bytes,
+            temperature=temperature,
         )
         return clf.fit(texts, labels)
     except ValueError as exc:

@@ -171,7 +171,8 @@ class LocalModelServer:
     n_ctx : int
         Context length in tokens.
     log_path : path or None
-        Where the server's output goes (default: a temporary file, kept for diagnosis).
+        Where the server's output goes (default: a temporary file, removed by
+        :meth:`stop` unless the server failed to start, when the error names it).
 
     Notes
     -----
@@ -201,6 +202,7 @@ class LocalModelServer:
         self.log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._own_log = False
 
     # ------------------------------------------------------------------ addresses
 
@@ -279,6 +281,7 @@ class LocalModelServer:
         ):
             raise UserInputError(f"--threads must be a positive integer, got {self.threads!r}")
         self.port = check_port(self.host, self.port)
+        self._own_log = self.log_path is None
         if self.log_path is None:
             handle, name = tempfile.mkstemp(prefix="hybridroute-llm-server-", suffix=".log")
             os.close(handle)
@@ -300,6 +303,7 @@ class LocalModelServer:
                     else f"did not answer within {timeout:g} s"
                 )
                 tail = self.log_tail()
+                self._own_log = False  # kept for diagnosis: the error names it
                 self.stop()
                 raise RuntimeError(f"the model server {why}; its output ends:\n{tail}")
             time.sleep(0.2)
@@ -324,8 +328,12 @@ class LocalModelServer:
         return ""
 
     def stop(self, grace: float = 10.0) -> None:
-        """End the server by its process id: SIGTERM, then SIGKILL after ``grace`` s."""
+        """End the server by its process id: SIGTERM, then SIGKILL after ``grace`` s.
+
+        A temporary log is removed, unless the server had exited with an error."""
         proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() not in (None, 0):
+            self._own_log = False  # it exited on its own with an error: keep its output
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGTERM)
@@ -338,6 +346,10 @@ class LocalModelServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self._own_log and self.log_path is not None:  # a temporary log of a clean run
+            with contextlib.suppress(OSError):
+                os.unlink(self.log_path)
+            self.log_path, self._own_log = None, False
 
     def wait(self) -> int:
         """Block until the server exits; its exit status."""

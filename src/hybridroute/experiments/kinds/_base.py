@@ -98,6 +98,11 @@ class KindOutput:
     row_artifacts: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: The MLflow context of each split role's rows (a pool is resplit into calibration and
+#: test rows; the fitting is what it is first used for).
+_ROLE_CONTEXTS = {"train": "training", "calibration": "calibration", "pool": "calibration"}
+
+
 class ExperimentKind:
     """Base of an experiment kind (one module per kind in this folder).
 
@@ -116,6 +121,9 @@ class ExperimentKind:
 
     def __init__(self, spec: ExperimentSpec) -> None:
         self.spec = spec
+        #: ``(context, rows, split names)`` of each role's rows taken (:meth:`role`): the
+        #: runner logs them as the parent run's dataset inputs
+        self.used: list[tuple[str, LabelledSet, str]] = []
 
     # ------------------------------------------------------------------ spec
     @classmethod
@@ -161,7 +169,9 @@ class ExperimentKind:
                 f"{ds.name} has no split {missing[0]!r}; its splits are {', '.join(have) or 'none'}",
                 f"dataset.splits.{role}",
             )
-        return ds.split(*names)
+        part = ds.split(*names)
+        self.used.append((_ROLE_CONTEXTS.get(role, "evaluation"), part, "+".join(names)))
+        return part
 
     def train_classifier(self, texts: list[str], labels: list[str]) -> Any:
         """Fit the spec's classifier (seeded); a bad parameter names ``classifier.params``."""
