@@ -24,29 +24,6 @@ from typing import Any
 from ._core import REPO_ROOT, BenchResult, Context, Row, quiet_stdout
 
 
-def _rules(mod: ModuleType, ctx: Context) -> BenchResult:
-    s = ctx.size("rules")
-    res = mod.run(int(s["n"]), repeats=int(s.get("repeats", 3)))
-    target = 100_000
-    return BenchResult(
-        "rules",
-        raw=res,
-        rows=[
-            Row(
-                "rules",
-                "rules.decisions_per_s",
-                "rule layer, full records streamed one at a time",
-                res["decisions_per_s"],
-                "/s",
-                target,
-                "target (issue 2)",
-                notes=f"n={res['n']:,}; {len(res['by_reason_code'])} reason codes fire; "
-                f"all kept in one list: {res['decisions_per_s_kept']:,.0f}/s",
-            )
-        ],
-    )
-
-
 def _langgraph(mod: ModuleType, ctx: Context) -> BenchResult:
     s = ctx.size("langgraph")
     res = mod.run(int(s["n"]), int(s["graph_n"]), int(s.get("repeats", 3)), ctx.seed)
@@ -76,38 +53,6 @@ def _langgraph(mod: ModuleType, ctx: Context) -> BenchResult:
                 "conditional edge",
                 notes=f"the rule layer as a graph node (records in state); agreement "
                 f"{res['agreement_router_node']:.3f}",
-            ),
-        ],
-    )
-
-
-def _router(mod: ModuleType, ctx: Context) -> BenchResult:
-    s = ctx.size("router")
-    res = mod.run(int(s["n"]))
-    r, o = res["rule_stage_with_logging"], res["overhead_over_classifier"]
-    return BenchResult(
-        "router",
-        raw=res,
-        rows=[
-            Row(
-                "router",
-                "router.rule_stage_logged_per_s",
-                "rule-stage decisions written to the log",
-                r["decisions_per_s"],
-                "/s",
-                20_000,
-                "target (issue 6)",
-                notes=f"n={r['n']:,}, batches of {r['batch_size']}",
-            ),
-            Row(
-                "router",
-                "router.p50_vs_classifier",
-                "router.route p50 vs bare classifier p50",
-                o["router_p50_ms"],
-                "ms",
-                o["classifier_p50_ms"],
-                "predict_proba([text])",
-                notes=f"overhead {o['overhead']:+.1%} (target <= +10%); {o['texts']} texts",
             ),
         ],
     )
@@ -455,7 +400,13 @@ def _llm(mod: ModuleType, ctx: Context) -> BenchResult:
             res["concurrency_bound_labels_per_s"],
             f"bound: {args.concurrency} / {args.latency:g} s",
             notes=f"stand-in server (not LLM accuracy); {args.n} texts; at most "
-            f"{f['server_max_in_flight']} in flight",
+            f"{f['server_max_in_flight']} in flight"
+            + (
+                f"; client CPU {f['client_cpu_ms_per_request']:.1f} ms/request"
+                if f.get("client_cpu_ms_per_request") is not None
+                else ""
+            ),
+            goal=0.8,
         ),
         Row(
             "llm",
@@ -495,40 +446,6 @@ def _llm(mod: ModuleType, ctx: Context) -> BenchResult:
             )
         )
     return BenchResult("llm", raw=res, rows=rows)
-
-
-def _records(mod: ModuleType, ctx: Context) -> BenchResult:
-    s = ctx.size("records")
-    res = mod.run(int(s["n"]), repeats=int(s.get("repeats", 3)))
-    route = res["route_decisions_per_s"]
-    return BenchResult(
-        "records",
-        raw=res,
-        rows=[
-            Row(
-                "records",
-                "records.writes_per_s",
-                "decision log writes/s vs live routing",
-                res["writes_per_s"],
-                "/s",
-                route,
-                "router.route_many on the same items",
-                notes=f"SQLite WAL, batches of {res['batch_size']}; n={res['n']:,} "
-                f"{res['decisions_by_stage']}",
-            ),
-            Row(
-                "records",
-                "records.replay_per_s",
-                "replay decisions/s vs live routing",
-                res["replay_per_s"],
-                "/s",
-                route,
-                "router.route_many on the same items",
-                notes=f"read back + replayed from recorded rankings; {res['mismatches']} "
-                f"mismatches, {res['unreplayable']} unreplayable",
-            ),
-        ],
-    )
 
 
 def _memory_argv(ctx: Context) -> list[str]:
@@ -589,13 +506,10 @@ def _memory(mod: ModuleType, ctx: Context) -> BenchResult:
 
 #: bench name -> adapter. A new bench_*.py needs an entry here or its own runner_entry.
 ADAPTERS: dict[str, Callable[[ModuleType, Context], BenchResult]] = {
-    "rules": _rules,
     "langgraph": _langgraph,
-    "router": _router,
     "classifiers": _classifiers,
     "calibration": _calibration,
     "llm": _llm,
-    "records": _records,
     "memory": _memory,
 }
 
