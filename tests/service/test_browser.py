@@ -10,7 +10,8 @@ import pytest
 
 from hybridroute.client import RouterClient
 
-from .conftest import CHROMEDRIVER, CHROMIUM, uvicorn_thread
+from ..browser import chromium
+from .conftest import uvicorn_thread
 from .helpers import PARCEL, RULE, TEXTS
 
 pytestmark = [pytest.mark.service, pytest.mark.browser]
@@ -28,28 +29,8 @@ def wait_for_shadows(url: str, n: int, timeout: float = 10.0) -> None:
 
 @pytest.fixture
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-extensions",
-        "--window-size=1280,2000",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(20)
-    try:
+    with chromium(height=2000) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_status_page_shows_versions_and_counts(browser, bundles, tmp_path):
