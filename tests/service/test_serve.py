@@ -217,3 +217,40 @@ def test_multi_worker_mode_serves_with_admin_off(bundles, tmp_path):
         _stop(proc)
     first = out.read_text().splitlines()[0]
     assert "admin endpoints off (2 workers" in first
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("--batch-window-ms", "51", "HYBRIDROUTE_BATCH_WINDOW_MS must be between 0 and 50"),
+        ("--batch-window-ms", "-1", "HYBRIDROUTE_BATCH_WINDOW_MS must be between 0 and 50"),
+        ("--batch-max", "0", "HYBRIDROUTE_BATCH_MAX must be between 1 and 4096"),
+        ("--batch-max", "5000", "HYBRIDROUTE_BATCH_MAX must be between 1 and 4096"),
+    ],
+)
+def test_bad_batching_options_are_refused_before_anything(
+    monkeypatch, bundles, tmp_path, option, value, words
+):
+    monkeypatch.delenv("HYBRIDROUTE_BATCH_WINDOW_MS", raising=False)
+    monkeypatch.delenv("HYBRIDROUTE_BATCH_MAX", raising=False)
+    log = tmp_path / "log.sqlite"
+    code, out, err = run_cli(
+        "serve", "--router", str(bundles["v1"]), "--log", str(log), option, value
+    )
+    assert code == 2 and words in err and option in err and out == "", err
+    assert not log.exists()
+    # a refused value is not left in the environment for the next command
+    assert "HYBRIDROUTE_BATCH_WINDOW_MS" not in os.environ
+    assert "HYBRIDROUTE_BATCH_MAX" not in os.environ
+
+
+def test_batching_options_reach_every_worker_through_the_environment(monkeypatch):
+    from hybridroute.cli._serve import _batch_settings
+    from hybridroute.service._batcher import settings_from_env
+
+    monkeypatch.setenv("HYBRIDROUTE_BATCH_WINDOW_MS", "1")
+    monkeypatch.delenv("HYBRIDROUTE_BATCH_MAX", raising=False)
+    _batch_settings(0, 8)
+    assert settings_from_env() == (0.0, 8)  # 0 ms: micro-batching off
+    _batch_settings(2.5, None)
+    assert settings_from_env() == (0.0025, 8)

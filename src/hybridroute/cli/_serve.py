@@ -173,6 +173,19 @@ _OPTIONS: dict[str, Any] = {
     "access_log": typer.Option(
         True, "--access-log/--no-access-log", help="Log one line per request (no bodies)."
     ),
+    "batch_window_ms": typer.Option(
+        None,
+        "--batch-window-ms",
+        help="Micro-batching: the longest a single-item request waits for others while "
+        "others are being served (0 to 50 ms, default 1; 0 turns it off). Sets "
+        "HYBRIDROUTE_BATCH_WINDOW_MS for every worker.",
+    ),
+    "batch_max": typer.Option(
+        None,
+        "--batch-max",
+        help="Micro-batching: the most items routed in one batch (1 to 4096, default 64). "
+        "Sets HYBRIDROUTE_BATCH_MAX for every worker.",
+    ),
     "audit_rate": typer.Option(
         0.0,
         "--audit-rate",
@@ -182,6 +195,28 @@ _OPTIONS: dict[str, Any] = {
         "hash of the decision id (key: HYBRIDROUTE_AUDIT_KEY); GET /v1/audits lists them.",
     ),
 }
+
+
+def _batch_settings(window_ms: float | None, most: int | None) -> None:
+    """Put the micro-batching options where every worker reads them (the environment),
+    checked now: a bad value is one line and exit 2 before anything starts."""
+    from ..exceptions import UserInputError
+    from ..service._batcher import MAX_ENV, WINDOW_ENV, settings_from_env
+
+    before = {name: os.environ.get(name) for name in (WINDOW_ENV, MAX_ENV)}
+    for name, value in ((WINDOW_ENV, window_ms), (MAX_ENV, most)):
+        if value is not None:
+            os.environ[name] = f"{value:g}"
+    try:
+        settings_from_env()
+    except UserInputError as exc:
+        for name, old in before.items():  # a refused value is not left behind
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+        option = "--batch-window-ms" if WINDOW_ENV in str(exc) else "--batch-max"
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 def serve(
@@ -203,9 +238,12 @@ def serve(
     log_level: str = _OPTIONS["log_level"],
     access_log: bool = _OPTIONS["access_log"],
     audit_rate: float = _OPTIONS["audit_rate"],
+    batch_window_ms: float | None = _OPTIONS["batch_window_ms"],
+    batch_max: int | None = _OPTIONS["batch_max"],
 ) -> None:
     """Serve a router over HTTP: POST /v1/route, /v1/route/batch; GET /, /metrics, ..."""
     _check_extra()
+    _batch_settings(batch_window_ms, batch_max)
     from ..service import ServiceConfig
 
     if log_level.lower() not in ("critical", "error", "warning", "info", "debug"):
