@@ -261,8 +261,6 @@ def calibrate(
         "--test-scores": test_scores is not None,
         "--test-fraction": test_fraction is not None,
     }
-    columns = {"text": text_column, "label": label_column, "split": split_column}
-    columns["id"] = id_column
     file_options = _options(
         data_dir=data_dir,
         text_column=text_column,
@@ -272,7 +270,13 @@ def calibrate(
         oos_label=None if scores is not None else oos_label,
     )
     # the file options given: they apply to fitting from a --dataset file only
-    columns_given = {f"--{k}-column": v is not None for k, v in columns.items()}
+    columns_given = {
+        f"--{name}-column": value is not None
+        for name, value in (
+            ("text", text_column), ("label", label_column), ("split", split_column),
+            ("id", id_column),
+        )
+    }  # fmt: skip
     if scores is None:
         _refuse_first(scores_only, "only goes with --scores")
     if from_log is not None and scores is not None:

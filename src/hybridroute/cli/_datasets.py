@@ -346,13 +346,15 @@ def show_command(
         _print_summary(info)
 
 
-def _file_kind(file: Path, sniff: Any) -> tuple[str, Path]:
+def _file_kind(file: Path) -> tuple[str, Path]:
     """A file's kind and path; ``csv:PATH`` / ``jsonl:PATH`` (how ``--dataset`` names a
     file) is taken too, and its prefix sets the kind."""
     head, sep, rest = str(file).partition(":")
     if sep and head in ("csv", "jsonl") and rest and not file.exists():
         return head, Path(rest)
-    return sniff(file), file
+    from ..datasets._io import sniff_kind
+
+    return sniff_kind(file), file
 
 
 def validate_command(
@@ -380,11 +382,10 @@ def validate_command(
     Without --rules / --router, a fact column's type is the one most of its rows have; a
     CSV text column whose cells also spell booleans or numbers is a warning (stderr).
     """
-    from ..datasets._io import sniff_kind
     from ..exceptions import DatasetError
 
     declared = load_schema(rules, router)
-    kind, file = _file_kind(file, sniff_kind)
+    kind, file = _file_kind(file)
     options = _options(
         text_column=text_column,
         label_column=label_column,
