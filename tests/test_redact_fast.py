@@ -304,3 +304,17 @@ def test_apply_is_the_plain_algorithm(clean_env, facts, text, detail, sensitive,
         except (TypeError, ValueError):  # not canonical JSON (a hashed float NaN...)
             continue
         assert r.apply(record) == want
+
+
+def test_the_per_key_caches_stay_bounded_whatever_keys_arrive():
+    """A long-running service sees keys it did not choose: every per-key cache is bounded."""
+    from hybridroute import _redact
+
+    r = _redact.Redactor()
+    n = _redact._TEXT_CACHE_SIZE + 500
+    for i in range(n):
+        key = f"key_{i}" if i % 2 else f"api_key_{i}"
+        assert r.secret_key(key) == (i % 2 == 0)
+        r.scrub({key: "x"})
+    assert len(r._key_cache) <= _redact._TEXT_CACHE_SIZE
+    assert len(r._key_info) <= _redact._TEXT_CACHE_SIZE

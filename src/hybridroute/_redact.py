@@ -302,6 +302,8 @@ class Redactor:
         """Whether a mapping key is credential-like (its value is replaced whole)."""
         hit = self._key_cache.get(key)
         if hit is None:
+            if len(self._key_cache) >= _TEXT_CACHE_SIZE:  # bounded, like the other caches
+                self._key_cache.clear()
             hit = self._key_cache[key] = bool(_SECRET_KEY_RE.search(key))
         return hit
 
