@@ -15,14 +15,19 @@ rules), saved as a bundle, is served three ways on 127.0.0.1 in the same run:
   router logged as a pyfunc model (stateless: no log, no request ids).
 
 Each cell sends at most ``--requests`` requests (single items, or batches of
-``--batch-size`` items) from ``c`` clients, each with its own HTTP connection (threads
-spread over ``--client-processes`` processes, default 2, so that one client GIL does not
-add to the latencies), and stops early after ``--max-seconds``. It prints items per second and the p50 / p99 latency
-per request, and the ratios: service / in-process and service / mlflow at equal
-concurrency. Goals (issue 17, this 2-core machine): single-item p99 <= 15 ms at
-concurrency 8; batch throughput >= 0.7x in-process; >= 3x MLflow's scoring server.
+``--batch-size`` items) from ``c`` kept-alive connections and stops early after
+``--max-seconds``. The load comes from a lean generator in its own process
+(``_loadgen.py``: requests built before the clock starts, one event loop, like ``wrk``):
+on two cores shared with the server, a client that spends a millisecond per request --
+what a thread with an ``httpx.Client`` does -- takes the CPU the server would use, and
+single items most of all. Each cell records what the generator spent per request and
+what the server spent per item (its CPU time, read from ``/proc``). It prints items per
+second and the p50 / p99 latency per request, and the ratios: service / in-process and
+service / mlflow at equal concurrency. Goals (issue 17, this 2-core machine):
+single-item p99 <= 15 ms at concurrency 8; batch throughput >= 0.7x in-process; >= 3x
+MLflow's scoring server; issue 27's are rows of ``python -m benchmarks``.
 
-Client threads, server and (for the in-process baseline) the router share the machine's
+The load, the server and (for the in-process baseline) the router share the machine's
 cores, so absolute figures move with its load; the ratios are measured side by side.
 """
 
@@ -89,12 +94,14 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> No
 
 
 @contextlib.contextmanager
-def _server(cmd: list[str], ready_url: str, env: dict[str, str], log_file: Path) -> Iterator[None]:
+def _server(
+    cmd: list[str], ready_url: str, env: dict[str, str], log_file: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     with open(log_file, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
             _wait_ready(ready_url, proc, timeout_s=120)
-            yield
+            yield proc
         except RuntimeError as exc:
             tail = log_file.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"{exc}\n{tail}") from None
@@ -124,45 +131,12 @@ def _load(
     requests: int,
     concurrency: int,
     max_seconds: float,
-    processes: int = 1,
 ) -> dict[str, Any]:
-    """Run ``send(session, i)`` for i < requests from ``concurrency`` clients.
-
-    With ``processes > 1`` the clients are spread over that many forked processes (each
-    with ``concurrency / processes`` threads), so the clients' own GIL does not add to
-    the latencies measured.
-    """
-    processes = max(1, min(processes, concurrency))
-    if processes == 1:
-        return _summary(
-            concurrency, *_clients(send, make_session, range(requests), concurrency, max_seconds)
-        )
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    per = [concurrency // processes + (k < concurrency % processes) for k in range(processes)]
-    jobs = []
-    for k in range(processes):
-        ids = range(k, requests, processes)
-        jobs.append(
-            ctx.Process(
-                target=lambda ids=ids, n=per[k]: queue.put(
-                    _clients(send, make_session, ids, n, max_seconds)
-                ),
-                daemon=True,
-            )
-        )
-    for j in jobs:
-        j.start()
-    parts = [queue.get(timeout=max_seconds + 120) for _ in jobs]
-    for j in jobs:
-        j.join(timeout=30)
-    latencies = [x for p in parts for x in p[0]]
-    items = sum(p[1] for p in parts)
-    errors = [e for p in parts for e in p[2]]
-    wall = max(p[3] for p in parts)
-    return _summary(concurrency, latencies, items, errors, wall)
+    """Run ``send(session, i)`` for i < requests from ``concurrency`` threads (the
+    in-process baseline)."""
+    return _summary(
+        concurrency, *_clients(send, make_session, range(requests), concurrency, max_seconds)
+    )
 
 
 def _clients(
@@ -241,6 +215,64 @@ def _chunks(items: Sequence[dict[str, Any]], size: int, i: int) -> list[dict[str
     return part
 
 
+def _tree_cpu(pid: int) -> float | None:
+    """CPU seconds used so far by process ``pid`` and its live children (Linux ``/proc``;
+    ``None`` elsewhere)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    todo = [pid]
+    try:
+        while todo:
+            p = todo.pop()
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    except (OSError, ValueError, IndexError):
+        return None if pid in todo or total == 0.0 else total
+    return total
+
+
+def _http_load(
+    base: str,
+    requests: Sequence[tuple[str, str, int]],
+    concurrency: int,
+    max_seconds: float,
+    server_pid: int | None = None,
+) -> dict[str, Any]:
+    """Send ``requests`` (path, JSON body, items) from ``concurrency`` kept-alive
+    connections with the lean load generator (:mod:`_loadgen`, its own process), the
+    summary of what came back, and what the server and the load took of the CPU."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    spec = {
+        "host": host,
+        "port": int(port),
+        "concurrency": concurrency,
+        "max_seconds": max_seconds,
+        "requests": [list(r) for r in requests],
+    }
+    cpu0 = None if server_pid is None else _tree_cpu(server_pid)
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("_loadgen.py"))],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=max_seconds + 120,
+    )
+    cpu1 = None if server_pid is None else _tree_cpu(server_pid)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the load generator failed: {proc.stderr[-2000:]}")
+    got = json.loads(proc.stdout)
+    lat = got["latencies_ms"]
+    out = _summary(concurrency, [x / 1e3 for x in lat], got["items"], got["errors"], got["seconds"])
+    out["errors"] = got["error_count"]
+    n = max(1, len(lat))
+    out["client_cpu_us_per_request"] = round(got["client_cpu_s"] / n * 1e6, 1)
+    if cpu0 is not None and cpu1 is not None and got["items"]:
+        out["server_cpu_us_per_item"] = round((cpu1 - cpu0) / got["items"] * 1e6, 1)
+    return out
+
+
 def _service_cells(
     base: str,
     items: Sequence[dict[str, Any]],
@@ -248,53 +280,35 @@ def _service_cells(
     run_id: str,
     concurrency: Sequence[int] | None = None,
     modes: Sequence[str] = ("single", "batch"),
+    server_pid: int | None = None,
 ) -> dict[str, Any]:
-    import httpx
-
-    def session() -> Any:
-        return httpx.Client(base_url=base, timeout=60.0)
-
-    def single(s: Any, i: int) -> int:
+    # every request id is new to the log (a repeated one would be answered from it)
+    def single(tag: str, i: int) -> tuple[str, str, int]:
         item = items[i % len(items)]
-        body = {"text": item["text"], "facts": item["facts"], "request_id": f"{run_id}-s-{i}"}
-        r = s.post("/v1/route", json=body)
-        if r.status_code != 200:
-            raise RuntimeError(f"status {r.status_code}: {r.text[:200]}")
-        return 1
+        body = {"text": item["text"], "facts": item["facts"], "request_id": f"{tag}-{i}"}
+        return "/v1/route", json.dumps(body), 1
 
-    def batch(s: Any, i: int) -> int:
+    def batch(tag: str, i: int) -> tuple[str, str, int]:
         part = _chunks(items, args.batch_size, i)
         body = {
             "items": [
-                {"text": it["text"], "facts": it["facts"], "request_id": f"{run_id}-b-{i}-{k}"}
+                {"text": it["text"], "facts": it["facts"], "request_id": f"{tag}-{i}-{k}"}
                 for k, it in enumerate(part)
             ]
         }
-        r = s.post("/v1/route/batch", json=body)
-        if r.status_code != 200:
-            raise RuntimeError(f"status {r.status_code}: {r.text[:200]}")
-        return len(r.json()["results"])
+        return "/v1/route/batch", json.dumps(body), len(part)
 
     out: dict[str, Any] = {mode: [] for mode in modes}
     for c in concurrency or args.concurrency:
         if "single" in modes:
             # enough requests that every client sends several, at any concurrency
             n = max(args.requests, 4 * c)
-            out["single"].append(
-                _load(single, session, n, c, args.max_seconds, args.client_processes)
-            )
+            reqs = [single(f"{run_id}-c{c}-s", i) for i in range(n)]
+            out["single"].append(_http_load(base, reqs, c, args.max_seconds, server_pid))
         if "batch" in modes:
-            n_batches = max(1, args.requests // args.batch_size) * 4
-            out["batch"].append(
-                _load(
-                    batch,
-                    session,
-                    max(n_batches, 2 * c),
-                    c,
-                    args.max_seconds,
-                    args.client_processes,
-                )
-            )
+            n_batches = max(max(1, args.requests // args.batch_size) * 4, 2 * c)
+            reqs = [batch(f"{run_id}-c{c}-b", i) for i in range(n_batches)]
+            out["batch"].append(_http_load(base, reqs, c, args.max_seconds, server_pid))
     return out
 
 
@@ -338,50 +352,24 @@ def _paired(
 
 
 def _mlflow_cells(
-    base: str, items: Sequence[dict[str, Any]], args: argparse.Namespace
+    base: str, items: Sequence[dict[str, Any]], args: argparse.Namespace, server_pid: int
 ) -> dict[str, Any]:
-    import httpx
-
-    def session() -> Any:
-        return httpx.Client(base_url=base, timeout=60.0)
-
-    def frame(part: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        return {
+    def frame(part: Sequence[dict[str, Any]]) -> tuple[str, str, int]:
+        doc = {
             "dataframe_split": {
                 "columns": ["text", "facts"],
                 "data": [[it["text"], json.dumps(it["facts"])] for it in part],
             }
         }
-
-    def post(s: Any, part: Sequence[dict[str, Any]]) -> int:
-        r = s.post("/invocations", json=frame(part))
-        if r.status_code != 200:
-            raise RuntimeError(f"status {r.status_code}: {r.text[:200]}")
-        return len(r.json()["predictions"])
+        return "/invocations", json.dumps(doc), len(part)
 
     out: dict[str, Any] = {"single": [], "batch": []}
     for c in args.mlflow_concurrency:
-        out["single"].append(
-            _load(
-                lambda s, i: post(s, [items[i % len(items)]]),
-                session,
-                args.requests,
-                c,
-                args.max_seconds,
-                args.client_processes,
-            )
-        )
+        singles = [frame([items[i % len(items)]]) for i in range(args.requests)]
+        out["single"].append(_http_load(base, singles, c, args.max_seconds, server_pid))
         n_batches = max(1, args.requests // args.batch_size) * 4
-        out["batch"].append(
-            _load(
-                lambda s, i: post(s, _chunks(items, args.batch_size, i)),
-                session,
-                n_batches,
-                c,
-                args.max_seconds,
-                args.client_processes,
-            )
-        )
+        batches = [frame(_chunks(items, args.batch_size, i)) for i in range(n_batches)]
+        out["batch"].append(_http_load(base, batches, c, args.max_seconds, server_pid))
     return out
 
 
@@ -465,8 +453,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "--max-batch",
             str(max(1000, args.batch_size)),
         ]
-        with _server(cmd, f"{base}/readyz", env, tmp / "service.out"):
-            result["service"] = _service_cells(base, items, args, run_id)
+        with _server(cmd, f"{base}/readyz", env, tmp / "service.out") as server:
+            result["service"] = _service_cells(base, items, args, run_id, server_pid=server.pid)
             if args.unbatched:
                 # the same service with micro-batching off, side by side: single items
                 # sent to one and the other in alternating rounds
@@ -487,10 +475,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             many[many.index("--port") + 1] = str(port)
             many[many.index("--log") + 1] = f"sqlite:///{tmp / 'workers.sqlite'}"
             top = 32 if 32 in args.concurrency else max(args.concurrency)
-            with _server(many, f"{base}/readyz", env, tmp / "workers.out"):
+            with _server(many, f"{base}/readyz", env, tmp / "workers.out") as server:
                 result["service_workers"] = {
                     "workers": args.workers,
-                    **_service_cells(base, items, args, run_id + "w", (top,)),
+                    **_service_cells(
+                        base, items, args, run_id + "w", (top,), server_pid=server.pid
+                    ),
                 }
         if not args.no_mlflow:
             model = _mlflow_model(bundle, tmp)
@@ -512,8 +502,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "-w",
                 "1",
             ]
-            with _server(cmd, f"{base}/ping", env, tmp / "mlflow.out"):
-                result["mlflow"] = _mlflow_cells(base, items, args)
+            with _server(cmd, f"{base}/ping", env, tmp / "mlflow.out") as server:
+                result["mlflow"] = _mlflow_cells(base, items, args, server.pid)
     result["ratios"] = ratios(result)
     return result
 
@@ -574,12 +564,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--max-seconds", type=float, default=60.0, help="longest cell")
     ap.add_argument("--no-mlflow", action="store_true", help="skip MLflow's scoring server")
     ap.add_argument(
-        "--client-processes",
-        type=int,
-        default=2,
-        help="processes the HTTP clients are spread over (their threads share a GIL)",
-    )
-    ap.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -588,12 +572,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    if (
-        args.requests < 1
-        or args.batch_size < 1
-        or args.max_seconds <= 0
-        or args.client_processes < 1
-    ):
+    if args.requests < 1 or args.batch_size < 1 or args.max_seconds <= 0:
         ap.error("--requests, --batch-size and --max-seconds must be positive")
     return args
 
@@ -604,6 +583,19 @@ def _spread(ratios: Sequence[float]) -> float | None:
         return None
     mid = float(np.median(ratios))
     return (max(ratios) - min(ratios)) / (2 * mid) if mid else None
+
+
+def _cpu_note(single: dict[str, Any], batch: dict[str, Any]) -> str:
+    """What the server spent per item in each mode (the gap is the per-request HTTP cost
+    that a batch shares among its items), and what the load took per request."""
+    s, b = single.get("server_cpu_us_per_item"), batch.get("server_cpu_us_per_item")
+    if s is None or b is None:
+        return "server CPU not measured"
+    return (
+        f"server CPU per item {s:,.0f} us single vs {b:,.0f} us in batches "
+        f"({s - b:,.0f} us per request); load generator {single['client_cpu_us_per_request']:.0f}"
+        " us per request"
+    )
 
 
 def _goal_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
@@ -621,7 +613,8 @@ def _goal_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
                 "baseline": b32["items_per_s"],
                 "baseline_label": f"batches of {r['batch_size']} at c=32",
                 "goal": GOAL_SINGLE_VS_BATCH,
-                "notes": f"p99 single {s32['p99_ms']} ms, batch {b32['p99_ms']} ms",
+                "notes": f"p99 single {s32['p99_ms']} ms, batch {b32['p99_ms']} ms; "
+                + _cpu_note(s32, b32),
             }
         )
     if s8 is not None:
