@@ -12,7 +12,8 @@ spends per request is measured and reported (``client_cpu_ms``), so a reader can
 how much of the machine the load took.
 
 Input (stdin, JSON): ``{"host", "port", "concurrency", "max_seconds", "requests":
-[[path, body_text, items], ...]}``. Output (stdout, JSON): latencies in ms, items,
+[[path, body_text, items], ...]}``; ``"port"`` may be a list (replicas of one service:
+connection ``k`` goes to the ``k``-th port, round robin). Output (stdout, JSON): latencies in ms, items,
 errors, wall seconds and the client's CPU seconds.
 """
 
@@ -51,8 +52,8 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 async def _run(
     host: str,
-    port: int,
-    requests: list[tuple[bytes, int]],
+    ports: list[int],
+    requests: list[list[tuple[bytes, int]]],
     concurrency: int,
     max_seconds: float,
 ) -> dict[str, Any]:
@@ -60,16 +61,21 @@ async def _run(
     errors: list[str] = []
     done_items = [0]
     next_index = [0]
-    conns = [await asyncio.open_connection(host, port) for _ in range(concurrency)]
+    conns = [
+        (k % len(ports), *await asyncio.open_connection(host, ports[k % len(ports)]))
+        for k in range(concurrency)
+    ]
     deadline = time.perf_counter() + max_seconds
 
-    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def client(
+        which: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         while time.perf_counter() < deadline:
             i = next_index[0]
             if i >= len(requests):
                 return
             next_index[0] = i + 1
-            data, items = requests[i]
+            data, items = requests[i][which]
             t0 = time.perf_counter()
             writer.write(data)
             status, body = await _read_answer(reader)
@@ -82,10 +88,10 @@ async def _run(
 
     cpu0 = time.process_time()
     t0 = time.perf_counter()
-    await asyncio.gather(*(client(r, w) for r, w in conns))
+    await asyncio.gather(*(client(k, r, w) for k, r, w in conns))
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
-    for _, w in conns:
+    for _, _, w in conns:
         w.close()
     return {
         "latencies_ms": [round(x * 1e3, 4) for x in latencies],
@@ -99,9 +105,12 @@ async def _run(
 
 def run_load(spec: dict[str, Any]) -> dict[str, Any]:
     """Send ``spec["requests"]`` (see the module's docstring); the measured result."""
-    host, port = spec["host"], int(spec["port"])
+    host = spec["host"]
+    given = spec["port"]
+    ports = [int(p) for p in given] if isinstance(given, list) else [int(given)]
+    # each request as it is sent to each port (its Host header names the port)
     requests = [
-        (encode_request(host, port, path, body.encode("utf-8")), int(items))
+        [(encode_request(host, port, path, body.encode("utf-8")), int(items)) for port in ports]
         for path, body, items in spec["requests"]
     ]
     try:
@@ -111,7 +120,7 @@ def run_load(spec: dict[str, Any]) -> dict[str, Any]:
     except ImportError:  # pragma: no cover - the service extra installs uvloop
         runner = asyncio.run
     result: dict[str, Any] = runner(
-        _run(host, port, requests, int(spec["concurrency"]), float(spec["max_seconds"]))
+        _run(host, ports, requests, int(spec["concurrency"]), float(spec["max_seconds"]))
     )
     return result
 

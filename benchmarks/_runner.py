@@ -373,6 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the goals' verdicts but exit 0 when one fails (default: exit 3)",
     )
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="start a throwaway PostgreSQL server (Debian's postgresql package) for the run: "
+        "records and service also measure their writes on a PostgreSQL log",
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and sizes")
     parser.add_argument("--seed", type=int, default=0)
     return parser
@@ -431,6 +437,27 @@ def _show(
     return GOAL_FAILED if failures and not no_goals else 0
 
 
+def _postgres_logs(stack: contextlib.ExitStack, benches: Sequence[str]) -> dict[str, str]:
+    """A throwaway PostgreSQL server (removed when ``stack`` closes) and a fresh database
+    on it for each of ``benches``: their log URLs."""
+    from hybridroute.testing._postgres import PostgresServer, pg_bindir
+
+    bindir = pg_bindir()
+    if bindir is None:
+        raise SystemExit(
+            "--postgres: no PostgreSQL server programs (initdb, pg_ctl) on this machine; "
+            "install Debian's postgresql package (apt-get install postgresql)"
+        )
+    server = PostgresServer(bindir)
+    stack.callback(server.remove)
+    server.start()
+    urls = {}
+    for bench in benches:
+        urls[bench] = server.create_database(f"hr_bench_{bench}")
+    print(f"[bench] PostgreSQL {bindir.parent.name} in {server.root}", file=sys.stderr)
+    return urls
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     names = discover()
@@ -463,6 +490,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ctx = Context(
             quick=args.quick, sizes=sizes, data_dir=data_dir, cache_dir=cache, seed=args.seed
         )
+        if args.postgres:
+            for bench, url in _postgres_logs(stack, ("records", "service")).items():
+                sizes.setdefault(bench, {}).setdefault("log_url", url)
         if "memory" in selected and sizes.get("memory", {}).get("overlap") and not args.no_overlap:
             start_memory_in_background(ctx)
         results = [run_bench(name, ctx) for name in selected]

@@ -233,25 +233,36 @@ def _tree_cpu(pid: int) -> float | None:
     return total
 
 
+def _cpu_of(pids: Sequence[int]) -> float | None:
+    """CPU seconds of the process trees ``pids`` together (``None``: not known)."""
+    each = [_tree_cpu(pid) for pid in pids]
+    return None if not each or None in each else sum(x for x in each if x is not None)
+
+
 def _http_load(
-    base: str,
+    base: str | Sequence[str],
     requests: Sequence[tuple[str, str, int]],
     concurrency: int,
     max_seconds: float,
-    server_pid: int | None = None,
+    server_pid: int | Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Send ``requests`` (path, JSON body, items) from ``concurrency`` kept-alive
     connections with the lean load generator (:mod:`_loadgen`, its own process), the
-    summary of what came back, and what the server and the load took of the CPU."""
-    host, port = base.removeprefix("http://").rsplit(":", 1)
+    summary of what came back, and what the server and the load took of the CPU.
+
+    ``base`` may name several replicas of one service (same host): the connections are
+    spread over them; ``server_pid`` then names each replica's process."""
+    bases = [base] if isinstance(base, str) else list(base)
+    hosts_ports = [b.removeprefix("http://").rsplit(":", 1) for b in bases]
+    pids = [server_pid] if isinstance(server_pid, int) else list(server_pid or ())
     spec = {
-        "host": host,
-        "port": int(port),
+        "host": hosts_ports[0][0],
+        "port": [int(p) for _, p in hosts_ports],
         "concurrency": concurrency,
         "max_seconds": max_seconds,
         "requests": [list(r) for r in requests],
     }
-    cpu0 = None if server_pid is None else _tree_cpu(server_pid)
+    cpu0 = _cpu_of(pids)
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).with_name("_loadgen.py"))],
         input=json.dumps(spec),
@@ -259,7 +270,7 @@ def _http_load(
         text=True,
         timeout=max_seconds + 120,
     )
-    cpu1 = None if server_pid is None else _tree_cpu(server_pid)
+    cpu1 = _cpu_of(pids)
     if proc.returncode != 0:
         raise RuntimeError(f"the load generator failed: {proc.stderr[-2000:]}")
     got = json.loads(proc.stdout)
@@ -274,13 +285,13 @@ def _http_load(
 
 
 def _service_cells(
-    base: str,
+    base: str | Sequence[str],
     items: Sequence[dict[str, Any]],
     args: argparse.Namespace,
     run_id: str,
     concurrency: Sequence[int] | None = None,
     modes: Sequence[str] = ("single", "batch"),
-    server_pid: int | None = None,
+    server_pid: int | Sequence[int] | None = None,
 ) -> dict[str, Any]:
     # every request id is new to the log (a repeated one would be answered from it)
     def single(tag: str, i: int) -> tuple[str, str, int]:
@@ -399,6 +410,48 @@ def _in_process(
     return out
 
 
+#: What is measured on one PostgreSQL log: (label, worker processes per server, servers).
+PG_SHAPES = (("1 worker", 1, 1), ("2 workers", 2, 1), ("2 replicas", 1, 2))
+
+
+def _postgres_cells(
+    cmd: list[str],
+    args: argparse.Namespace,
+    items: Sequence[dict[str, Any]],
+    run_id: str,
+    env: dict[str, str],
+    tmp: Path,
+) -> dict[str, Any]:
+    """The service on the PostgreSQL log ``--log-url``, at the highest concurrency: one
+    server with one worker, one with two (``serve --workers 2``), and two replicas (two
+    ``serve`` processes, the connections spread over them) -- how throughput grows with
+    processes when the log is shared."""
+    top = 32 if 32 in args.concurrency else max(args.concurrency)
+    out: dict[str, Any] = {"concurrency": top, "shapes": {}}
+    for label, workers, replicas in PG_SHAPES:
+        with contextlib.ExitStack() as stack:
+            bases, pids = [], []
+            for k in range(replicas):
+                port = _free_port()
+                one = list(cmd)
+                one[one.index("--port") + 1] = str(port)
+                one[one.index("--log") + 1] = args.log_url
+                if workers > 1:
+                    one += ["--workers", str(workers)]
+                base = f"http://{HOST}:{port}"
+                out_file = tmp / f"pg-{workers}w-{k}.out"
+                server = stack.enter_context(_server(one, f"{base}/readyz", env, out_file))
+                bases.append(base)
+                pids.append(server.pid)
+            tag = f"{run_id}-pg{workers}w{replicas}r"
+            out["shapes"][label] = {
+                "workers": workers,
+                "replicas": replicas,
+                **_service_cells(bases, items, args, tag, (top,), server_pid=pids),
+            }
+    return out
+
+
 def _mlflow_model(bundle: Path, tmp: Path) -> Path:
     """The router logged as a pyfunc model, downloaded to a local directory."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -482,6 +535,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         base, items, args, run_id + "w", (top,), server_pid=server.pid
                     ),
                 }
+        if args.log_url:
+            result["postgres"] = _postgres_cells(cmd, args, items, run_id, env, tmp)
         if not args.no_mlflow:
             model = _mlflow_model(bundle, tmp)
             port = _free_port()
@@ -569,6 +624,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=1,
         help="also serve with this many worker processes (serve --workers N) and measure "
         "the highest concurrency again",
+    )
+    ap.add_argument(
+        "--log-url",
+        default=None,
+        help="also serve on this PostgreSQL log (postgresql://...) with 1 and 2 workers and "
+        "2 replicas, at the highest concurrency",
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -691,6 +752,35 @@ def _worker_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _postgres_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Throughput on one PostgreSQL log: 2 workers and 2 replicas against 1 worker."""
+    pg = r.get("postgres")
+    rows: list[dict[str, Any]] = []
+    if not pg:
+        return rows
+    shapes = pg["shapes"]
+    c = pg["concurrency"]
+    for mode in ("single", "batch"):
+        one = shapes["1 worker"][mode][0]
+        for label, shape in shapes.items():
+            cell = shape[mode][0]
+            cpu = cell.get("server_cpu_us_per_item")
+            rows.append(
+                {
+                    "key": f"service.pg_{mode}_{label.replace(' ', '_')}",
+                    "measure": f"service {mode} items/s on one PostgreSQL log, {label}, c={c}",
+                    "value": cell["items_per_s"],
+                    "unit": "/s",
+                    "baseline": one["items_per_s"],
+                    "baseline_label": "1 worker",
+                    "notes": f"p50 {cell['p50_ms']} ms, p99 {cell['p99_ms']} ms; server CPU "
+                    + ("not measured" if cpu is None else f"{cpu:,.0f} us per item")
+                    + f"; {r['cpus']} CPUs shared with the load and PostgreSQL",
+                }
+            )
+    return rows
+
+
 def runner_entry(quick: bool, settings: dict[str, Any]) -> dict[str, Any]:
     """Rows for ``python -m benchmarks``: the goals, then the curve over concurrency."""
     argv = ["--requests", str(settings.get("requests", 40 if quick else 300))]
@@ -700,8 +790,10 @@ def runner_entry(quick: bool, settings: dict[str, Any]) -> dict[str, Any]:
     argv += ["--workers", str(settings.get("workers", 1 if quick else 2))]
     if quick or settings.get("no_mlflow"):
         argv.append("--no-mlflow")
+    if settings.get("log_url"):
+        argv += ["--log-url", str(settings["log_url"])]
     r = run(parse_args(argv))
-    rows = _goal_rows(r) + _worker_rows(r)
+    rows = _goal_rows(r) + _worker_rows(r) + _postgres_rows(r)
     for mode in ("single", "batch"):
         for cell in r["service"][mode]:
             c = cell["concurrency"]

@@ -20,23 +20,22 @@
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import importlib.util
 import itertools
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from hybridroute.testing._postgres import PostgresServer as _PostgresServer
+from hybridroute.testing._postgres import pg_bindir
 
 # extra -> (modules it provides, programs it needs on PATH, how to install it)
 _EXTRAS = {
@@ -85,7 +84,7 @@ def _missing(extra: str) -> list[str]:
     modules, programs, _ = _EXTRAS[extra]
     out = [m for m in modules if importlib.util.find_spec(m) is None]
     out += [p for p in programs if shutil.which(p) is None]
-    if extra == "postgres" and _pg_bindir() is None:
+    if extra == "postgres" and pg_bindir() is None:
         out.append("initdb/pg_ctl (the PostgreSQL server)")
     if extra == "browser":
         out += [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
@@ -112,21 +111,6 @@ def pytest_configure(config):
         required, missing = _required(extra), _missing(extra)
         if required and missing:
             raise _refuse(extra, required[0], missing)
-
-
-def _pg_bindir() -> Path | None:
-    """Where ``initdb`` and ``pg_ctl`` are: on PATH, or Debian's /usr/lib/postgresql/N/bin."""
-    found = shutil.which("initdb"), shutil.which("pg_ctl")
-    if all(found):
-        return Path(found[0]).parent  # type: ignore[arg-type]
-    versions = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin"),
-        key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
-    )
-    for bindir in reversed(versions):
-        if (Path(bindir) / "initdb").is_file() and (Path(bindir) / "pg_ctl").is_file():
-            return Path(bindir)
-    return None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -223,101 +207,8 @@ def mlflow_server(tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------- PostgreSQL
-class PostgresServer:
-    """A throw-away PostgreSQL cluster in a temporary directory, on a unix socket only.
-
-    Root may not run ``initdb``: as root the directory is given to the ``postgres`` system
-    user (which Debian's package creates) and the programs run through ``runuser``.
-    """
-
-    SUPERUSER = "hybridroute"
-
-    def __init__(self, bindir: Path) -> None:
-        self.bindir = bindir
-        # not under pytest's tmp dir: its parents are private to root, and the server user
-        # must reach its socket directory
-        self.root = Path(tempfile.mkdtemp(prefix="hr-pg-"))
-        self.data = self.root / "data"
-        self.port = _free_port()
-        self._as_postgres = os.geteuid() == 0
-        if self._as_postgres:
-            shutil.chown(self.root, user="postgres", group="postgres")
-        self._run(
-            "initdb",
-            "-D",
-            str(self.data),
-            "-U",
-            self.SUPERUSER,
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--locale=C",
-            "--no-sync",
-            timeout=120,
-        )
-        self.running = False
-
-    def _run(self, program: str, *args: str, timeout: float) -> None:
-        cmd = [str(self.bindir / program), *args]
-        if self._as_postgres:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            log = self.root / "server.log"
-            tail = log.read_text()[-3000:] if log.is_file() else ""
-            raise RuntimeError(f"{program} failed:\n{proc.stdout}\n{proc.stderr}\n{tail}")
-
-    def start(self, *, tcp: bool = False) -> None:
-        """Start the server: on its Unix socket only, or also on 127.0.0.1 (``tcp``)."""
-        listen = "127.0.0.1" if tcp else ""
-        options = (
-            f"-c listen_addresses='{listen}' -k {self.root} -p {self.port} -c max_connections=60"
-        )
-        self._run(
-            "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
-            "-w", "-t", "60", "-o", options, "start", timeout=90,
-        )  # fmt: skip
-        self.running = True
-
-    def stop(self) -> None:
-        if self.running:
-            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", timeout=60)
-            self.running = False
-
-    def url(self, dbname: str = "postgres", password: str | None = None, tcp: bool = False) -> str:
-        user = self.SUPERUSER if password is None else f"{self.SUPERUSER}:{password}"
-        if tcp:
-            return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
-        return f"postgresql://{user}@/{dbname}?host={self.root}&port={self.port}"
-
-    def processes(self) -> list[int]:
-        """The server's processes: the postmaster and its children."""
-        first = (self.data / "postmaster.pid").read_text().splitlines()[0]
-        master = int(first)
-        pids = [master]
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    stat = (entry / "stat").read_text()
-                except OSError:
-                    continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == master:
-                    pids.append(int(entry.name))
-        return pids
-
-    @contextlib.contextmanager
-    def frozen(self) -> Iterator[None]:
-        """Every process of the server stopped (SIGSTOP) within the block, then resumed:
-        a server whose kernel still accepts and acknowledges, but that never answers."""
-        pids = self.processes()
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGCONT)
+class PostgresServer(_PostgresServer):
+    """The throwaway server, with SQL run as its superuser (psycopg: a test's import)."""
 
     def admin(self, sql: str) -> None:
         import psycopg
@@ -325,17 +216,11 @@ class PostgresServer:
         with psycopg.connect(self.url(), autocommit=True, connect_timeout=10) as conn:
             conn.execute(sql)
 
-    def remove(self) -> None:
-        try:
-            self.stop()
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
-
 
 @pytest.fixture(scope="session")
 def make_postgres_server():
     """A factory of started PostgreSQL servers, all stopped and removed at the end."""
-    bindir = _pg_bindir()
+    bindir = pg_bindir()
     if bindir is None:  # pragma: no cover - deselected by pytest_collection_modifyitems
         raise RuntimeError("no PostgreSQL server programs (initdb, pg_ctl) on this machine")
     servers: list[PostgresServer] = []

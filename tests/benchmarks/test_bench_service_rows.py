@@ -80,3 +80,31 @@ def test_ratios_name_batches_and_the_unbatched_service(result):
     assert single1["vs_batch"] == pytest.approx(200 / 2500, abs=1e-3)
     assert single1["p50_vs_unbatched"] == pytest.approx(1.01, abs=1e-3)
     assert "vs_unbatched" not in result["ratios"]["single@c8"]
+
+
+def test_postgres_rows_compare_workers_and_replicas_with_one_worker(result):
+    assert bench_service._postgres_rows(result) == []  # not measured: no rows
+    shapes = {}
+    for (label, workers, replicas), (single, batch) in zip(
+        bench_service.PG_SHAPES, ((500, 3000), (800, 4500), (700, 4000)), strict=True
+    ):
+        shapes[label] = {
+            "workers": workers,
+            "replicas": replicas,
+            "single": [{**_cell(32, single, 20, 60), "server_cpu_us_per_item": 900.0}],
+            "batch": [_cell(32, batch, 200, 400)],
+        }
+    result["postgres"] = {"concurrency": 32, "shapes": shapes}
+    rows = {r["key"]: r for r in bench_service._postgres_rows(result)}
+    assert list(rows) == [
+        "service.pg_single_1_worker",
+        "service.pg_single_2_workers",
+        "service.pg_single_2_replicas",
+        "service.pg_batch_1_worker",
+        "service.pg_batch_2_workers",
+        "service.pg_batch_2_replicas",
+    ]
+    assert rows["service.pg_single_2_workers"]["value"] == 800
+    assert rows["service.pg_single_2_workers"]["baseline"] == 500
+    assert "900 us per item" in rows["service.pg_single_2_replicas"]["notes"]
+    assert "not measured" in rows["service.pg_batch_2_replicas"]["notes"]
