@@ -239,6 +239,71 @@ def _cpu_of(pids: Sequence[int]) -> float | None:
     return None if not each or None in each else sum(x for x in each if x is not None)
 
 
+#: Where a server's CPU goes, by the innermost frame that names a part: (bucket, markers
+#: of the frames' files as py-spy prints them, ``function (package/module.py:line)``).
+BUCKETS = (
+    ("routing", ("(hybridroute/classifiers/", "(hybridroute/router/", "(sklearn/", "(scipy/")),
+    ("routing", ("(numpy/", "(hybridroute/rules/", "(hybridroute/_facts")),
+    ("log", ("(hybridroute/records/", "(hybridroute/_redact", "(hybridroute/_scrub")),
+    ("log", ("(psycopg/", "(sqlite3/")),
+    ("json", ("(json/", "(hybridroute/_safeio", "(hybridroute/service/_input")),
+    ("micro-batching", ("(hybridroute/service/_batcher", "(hybridroute/service/_commit")),
+    ("micro-batching", ("(hybridroute/service/_state",)),
+    ("event loop", ("(asyncio/", "(uvloop/")),
+    ("threads", ("(threading.py", "(concurrent/futures/")),
+    ("http", ("(uvicorn/protocols/", "(starlette/", "(fastapi/", "(prometheus_client/")),
+    ("http", ("(hybridroute/service/_app", "(hybridroute/service/_routes")),
+    ("http", ("(hybridroute/service/_edges", "(hybridroute/service/_protocol")),
+    ("http", ("(hybridroute/service/_metrics", "(h11/", "(httptools/")),
+)
+
+
+def _bucket(stack: str) -> str:
+    """The part of the server a sampled stack (``py-spy -f raw``: root;...;leaf) is in."""
+    for frame in reversed(stack.split(";")):
+        for name, markers in BUCKETS:
+            if any(m in frame for m in markers):
+                return name
+    return "other"
+
+
+@contextlib.contextmanager
+def _profiled(pid: int | None, out: dict[str, Any]) -> Iterator[None]:
+    """Sample ``pid`` with py-spy while the block runs; ``out["profile"]``: the share of
+    samples per bucket (:data:`BUCKETS`). Nothing when py-spy is missing or fails."""
+    import shutil
+    import signal
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if pid is None or not Path(spy).is_file():
+        yield
+        return
+    with tempfile.NamedTemporaryFile(suffix=".txt", delete=False) as f:
+        raw = Path(f.name)
+    proc = subprocess.Popen(
+        [spy, "record", "-p", str(pid), "-r", "250", "-f", "raw", "-o", str(raw), "--nonblocking"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(0.5)  # attached before the load starts
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=30)
+        counts: dict[str, int] = {}
+        with contextlib.suppress(OSError):
+            for line in raw.read_text().splitlines():
+                stack, _, n = line.rpartition(" ")
+                if n.isdigit():
+                    counts[_bucket(stack)] = counts.get(_bucket(stack), 0) + int(n)
+        raw.unlink(missing_ok=True)
+        total = sum(counts.values())
+        if total:
+            out["profile"] = {k: round(v / total, 3) for k, v in sorted(counts.items())}
+
+
 def _http_load(
     base: str | Sequence[str],
     requests: Sequence[tuple[str, str, int]],
@@ -310,16 +375,32 @@ def _service_cells(
         return "/v1/route/batch", json.dumps(body), len(part)
 
     out: dict[str, Any] = {mode: [] for mode in modes}
+    pid = server_pid if isinstance(server_pid, int) else None
     for c in concurrency or args.concurrency:
-        if "single" in modes:
-            # enough requests that every client sends several, at any concurrency
-            n = max(args.requests, 4 * c)
-            reqs = [single(f"{run_id}-c{c}-s", i) for i in range(n)]
-            out["single"].append(_http_load(base, reqs, c, args.max_seconds, server_pid))
-        if "batch" in modes:
-            n_batches = max(max(1, args.requests // args.batch_size) * 4, 2 * c)
-            reqs = [batch(f"{run_id}-c{c}-b", i) for i in range(n_batches)]
-            out["batch"].append(_http_load(base, reqs, c, args.max_seconds, server_pid))
+        for mode in ("single", "batch"):
+            if mode not in modes:
+                continue
+
+            def requests(tag: str, mode: str = mode, c: int = c) -> list[tuple[str, str, int]]:
+                if mode == "single":  # enough requests that every client sends several
+                    return [single(tag, i) for i in range(max(args.requests, 4 * c))]
+                n_batches = max(max(1, args.requests // args.batch_size) * 4, 2 * c)
+                return [batch(tag, i) for i in range(n_batches)]
+
+            cell = _http_load(
+                base, requests(f"{run_id}-c{c}-{mode}"), c, args.max_seconds, server_pid
+            )
+            if c in args.profile and pid is not None:
+                # the same load again under the profiler (sampling slows the server a
+                # little: the measured cell above runs without it)
+                profile: dict[str, Any] = {}
+                with _profiled(pid, profile):
+                    again = _http_load(
+                        base, requests(f"{run_id}-c{c}-{mode}-p"), c, args.max_seconds, pid
+                    )
+                cell["profile"] = profile.get("profile")
+                cell["profiled_server_cpu_us_per_item"] = again.get("server_cpu_us_per_item")
+            out[mode].append(cell)
     return out
 
 
@@ -408,6 +489,26 @@ def _in_process(
         out["single"] = _load(single, lambda: None, args.requests, 1, args.max_seconds)
         out["batch"] = _load(batch, lambda: None, n_batches, 1, args.max_seconds)
     return out
+
+
+def _floor_cell(
+    items: Sequence[dict[str, Any]],
+    args: argparse.Namespace,
+    run_id: str,
+    env: dict[str, str],
+    tmp: Path,
+) -> dict[str, Any]:
+    """The same single-item load at the highest concurrency against a bare ASGI app on
+    the same server stack (``_floor_app.py``): the HTTP floor per request."""
+    top = 32 if 32 in args.concurrency else max(args.concurrency)
+    port = _free_port()
+    base = f"http://{HOST}:{port}"
+    cmd = [sys.executable, str(Path(__file__).with_name("_floor_app.py")), str(port)]
+    with _server(cmd, f"{base}/", env, tmp / "floor.out") as server:
+        cells = _service_cells(
+            base, items, args, run_id + "floor", (top,), ("single",), server_pid=server.pid
+        )
+    return dict(cells["single"][0])
 
 
 #: What is measured on one PostgreSQL log: (label, worker processes per server, servers).
@@ -535,6 +636,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         base, items, args, run_id + "w", (top,), server_pid=server.pid
                     ),
                 }
+        result["floor"] = _floor_cell(items, args, run_id, env, tmp)
         if args.log_url:
             result["postgres"] = _postgres_cells(cmd, args, items, run_id, env, tmp)
         if not args.no_mlflow:
@@ -626,6 +728,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "the highest concurrency again",
     )
     ap.add_argument(
+        "--profile",
+        type=_concurrency,
+        default=(),
+        help="sample the server with py-spy in the cells at these concurrencies: the share "
+        "of its CPU in routing, the log, JSON, micro-batching, HTTP and the event loop",
+    )
+    ap.add_argument(
         "--log-url",
         default=None,
         help="also serve on this PostgreSQL log (postgresql://...) with 1 and 2 workers and "
@@ -646,17 +755,30 @@ def _spread(ratios: Sequence[float]) -> float | None:
     return (max(ratios) - min(ratios)) / (2 * mid) if mid else None
 
 
-def _cpu_note(single: dict[str, Any], batch: dict[str, Any]) -> str:
+def _cpu_note(
+    single: dict[str, Any], batch: dict[str, Any], floor: dict[str, Any] | None = None
+) -> str:
     """What the server spent per item in each mode (the gap is the per-request HTTP cost
     that a batch shares among its items), and what the load took per request."""
     s, b = single.get("server_cpu_us_per_item"), batch.get("server_cpu_us_per_item")
     if s is None or b is None:
         return "server CPU not measured"
-    return (
+    note = (
         f"server CPU per item {s:,.0f} us single vs {b:,.0f} us in batches "
-        f"({s - b:,.0f} us per request); load generator {single['client_cpu_us_per_request']:.0f}"
-        " us per request"
+        f"({s - b:,.0f} us per request)"
     )
+    if floor is not None and floor.get("server_cpu_us_per_item") is not None:
+        note += (
+            f", of which the HTTP floor (a bare ASGI app on the same server) is "
+            f"{floor['server_cpu_us_per_item']:,.0f} us"
+        )
+    note += f"; load generator {single['client_cpu_us_per_request']:.0f} us per request"
+    for label, cell in (("single", single), ("batch", batch)):
+        if cell.get("profile") and cell.get("server_cpu_us_per_item"):
+            parts = sorted(cell["profile"].items(), key=lambda kv: -kv[1])
+            each = ", ".join(f"{k} {v * cell['server_cpu_us_per_item']:,.0f}" for k, v in parts)
+            note += f"; {label} us per item by part (py-spy): {each}"
+    return note
 
 
 def _goal_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
@@ -675,7 +797,7 @@ def _goal_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
                 "baseline_label": f"batches of {r['batch_size']} at c=32",
                 "goal": GOAL_SINGLE_VS_BATCH,
                 "notes": f"p99 single {s32['p99_ms']} ms, batch {b32['p99_ms']} ms; "
-                + _cpu_note(s32, b32),
+                + _cpu_note(s32, b32, r.get("floor")),
             }
         )
     if s8 is not None:
@@ -788,6 +910,8 @@ def runner_entry(quick: bool, settings: dict[str, Any]) -> dict[str, Any]:
     argv += ["--unbatched", str(settings.get("unbatched", "1" if quick else "1,32"))]
     argv += ["--max-seconds", str(settings.get("max_seconds", 10 if quick else 30))]
     argv += ["--workers", str(settings.get("workers", 1 if quick else 2))]
+    if settings.get("profile", not quick):  # where the server's CPU goes, at c=32
+        argv += ["--profile", str(settings.get("profile_concurrency", 32))]
     if quick or settings.get("no_mlflow"):
         argv.append("--no-mlflow")
     if settings.get("log_url"):

@@ -93,3 +93,21 @@ def test_the_cpu_of_a_process_tree_is_read_from_proc():
     second = bench_service._tree_cpu(os.getpid())
     assert first is not None and second is not None and second > first
     assert bench_service._tree_cpu(2**22 + 12345) is None  # no such process
+
+
+def test_sampled_stacks_fall_in_the_part_of_their_innermost_named_frame():
+    root = (
+        "<module> (hybridroute/__main__.py:7);run (hybridroute/service/_server.py:97);"
+        "Server.run (uvicorn/server.py:86);Runner.run (asyncio/runners.py:118)"
+    )
+    assert bench_service._bucket(root) == "event loop"
+    http = root + ";RequestResponseCycle.send (uvicorn/protocols/http/httptools_impl.py:524)"
+    assert bench_service._bucket(http) == "http"
+    parse = root + ";route (hybridroute/service/_routes.py:9);loads (json/__init__.py:346)"
+    assert bench_service._bucket(parse) == "json"
+    score = root + ";route_many (hybridroute/router/_router.py:1);dot (scipy/sparse/_base.py:2)"
+    assert bench_service._bucket(score) == "routing"
+    commit = "_worker (concurrent/futures/thread.py:83);_immediate (hybridroute/records/_log.py:9)"
+    assert bench_service._bucket(commit) == "log"
+    assert bench_service._bucket("_worker (concurrent/futures/thread.py:83)") == "threads"
+    assert bench_service._bucket("<frozen runpy>") == "other"
