@@ -169,6 +169,31 @@ def test_features_match_scikit_learn_tfidf(data, sublinear_tf) -> None:
     assert ours.char_vocabulary == char.vocabulary_
     expected = sp.hstack([word.transform(test), char.transform(test)]).toarray()
     np.testing.assert_allclose(ours.transform(test).toarray(), expected, rtol=1e-12, atol=1e-15)
+    # again, with the vocabulary words' columns kept from the first call, and one by one
+    assert ours._known_words
+    np.testing.assert_allclose(ours.transform(test).toarray(), expected, rtol=1e-12, atol=1e-15)
+    one_by_one = sp.vstack([ours.transform([t]) for t in test]).toarray()
+    np.testing.assert_allclose(one_by_one, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_only_the_vocabularys_own_words_are_kept_between_calls(data) -> None:
+    """A client's words (a name, an address) are not held by the featurizer after a call:
+    only words of its fitted word vocabulary are."""
+    from hybridroute.classifiers._tfidf import TfidfFeaturizer
+
+    ours = TfidfFeaturizer.fit(
+        data["train"][0],
+        word_ngram_range=(1, 2),
+        char_ngram_range=(2, 5),
+        lowercase=True,
+        sublinear_tf=True,
+        min_df=1,
+    )
+    texts = ["my parcel for zyxwvu.quist@example.org", "Refund to Ms Zyxwvuquist please"]
+    first = ours.transform(texts).toarray()
+    assert ours._known_words and set(ours._known_words) <= set(ours.word_vocabulary)
+    assert not [w for w in ours._known_words if "zyxwvu" in w]
+    np.testing.assert_array_equal(ours.transform(texts).toarray(), first)
 
 
 def test_probabilities_match_logistic_regression(data) -> None:

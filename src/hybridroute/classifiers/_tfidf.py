@@ -73,6 +73,11 @@ class TfidfFeaturizer:
         self.char_ngram_range = char_ngram_range
         self.lowercase = lowercase
         self.sublinear_tf = sublinear_tf
+        # The character columns of words that are themselves in the word vocabulary (the
+        # training data's words, not a client's), kept across calls: most words of a
+        # ticket are, and their n-grams are the featurizer's main cost. Bounded by the
+        # vocabulary; filled as words are met; a pure function of the fitted state.
+        self._known_words: dict[str, list[int]] = {}
 
     @property
     def n_features(self) -> int:
@@ -132,7 +137,9 @@ class TfidfFeaturizer:
         clo, chi = self.char_ngram_range
         lowercase = self.lowercase
         # The character n-grams of a word depend on the word alone; within one call each
-        # distinct word is analysed once. Nothing persists between calls.
+        # distinct word is analysed once, and a word of the word vocabulary once for all
+        # calls (nothing else persists: other words may be a client's own).
+        known = self._known_words
         word_columns: dict[str, list[int]] = {}
         columns: list[int] = []
         indptr = [0]
@@ -143,10 +150,16 @@ class TfidfFeaturizer:
                 [wvocab[g] for g in _word_ngrams(_TOKEN.findall(text), wlo, whi) if g in wvocab]
             )
             for word in text.split():
-                cols = word_columns.get(word)
+                cols = known.get(word)
                 if cols is None:
-                    cols = [offset + cvocab[g] for g in _char_ngrams(word, clo, chi) if g in cvocab]
-                    word_columns[word] = cols
+                    cols = word_columns.get(word)
+                    if cols is None:
+                        grams = _char_ngrams(word, clo, chi)
+                        cols = [offset + cvocab[g] for g in grams if g in cvocab]
+                        if word in wvocab:
+                            known[word] = cols
+                        else:
+                            word_columns[word] = cols
                 columns.extend(cols)
             indptr.append(len(columns))
         n = len(indptr) - 1
