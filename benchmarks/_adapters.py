@@ -405,7 +405,8 @@ def _llm(mod: ModuleType, ctx: Context) -> BenchResult:
                 f"; client CPU {f['client_cpu_ms_per_request']:.1f} ms/request"
                 if f.get("client_cpu_ms_per_request") is not None
                 else ""
-            ),
+            )
+            + (f"; {f['client_cpu_where']}" if f.get("client_cpu_where") else ""),
             goal=0.8,
         ),
         Row(

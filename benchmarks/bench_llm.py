@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -57,6 +58,61 @@ _PHRASES = (
     "my bank transfer got rejected, why",
     "I lost my phone",
 )
+
+
+#: Where the client's CPU per request goes: each GIL-holding sample of the profiled run
+#: goes to the first part one of whose markers its stack holds (see ``_pyspy``).
+CLIENT_PARTS = (
+    ("litellm response cost", ("response_cost_calculator", "completion_cost (")),
+    (
+        "litellm success logging",
+        ("async_success_handler", "dispatch_success_logging", "LoggingWorker"),
+    ),
+    ("litellm success logging", ("_client_async_logging_helper", "Logging.post_call")),
+    ("instructor parsing", ("process_response_async", "_answer_parser.<locals>.parse")),
+    ("OpenAI SDK + httpx + aiohttp", ("make_openai_chat_completion_request",)),
+    (
+        "litellm prep in a worker thread + the hop",
+        ("(concurrent/futures/thread.py", "_write_to_self"),
+    ),
+    ("litellm other request/response work", ("(litellm/",)),
+    ("hybridroute", ("(hybridroute/",)),
+)
+
+
+def _client_profile(
+    args: argparse.Namespace, api_base: str, labels: list[str], texts: list[str], settings: Any
+) -> dict[str, Any]:
+    """The first run again, on a fresh cache, with this process sampled by py-spy (GIL
+    holders only): the share of the client's CPU per part and the CPU per request of
+    that run (sampling costs a little, so the timed run above runs without it)."""
+    from collections import Counter
+
+    try:
+        from ._pyspy import pyspy, sampled, shares
+    except ImportError:  # as a script
+        from _pyspy import pyspy, sampled, shares  # type: ignore[no-redef]
+
+    if pyspy() is None:
+        return {"profile": None, "why": "py-spy is not installed (the bench extra)"}
+    stacks: Counter[str] = Counter()
+    with tempfile.TemporaryDirectory() as cache:
+        clf = _classifier(args, api_base, labels, retry=settings, cache_dir=cache)
+        clf.classify(["warm-up text, not timed"])
+        cpu_before = _cpu_seconds()
+        with sampled(os.getpid(), stacks, gil=True):
+            report = clf.classify(texts).report
+        cpu_ms = (_cpu_seconds() - cpu_before) / max(1, report.requests) * 1000
+    return {"profile": shares(stacks, CLIENT_PARTS, "event loop, other"), "cpu_ms": cpu_ms}
+
+
+def client_cpu_where(profile: dict[str, Any], top: int = 5) -> str:
+    """The profiled run's client CPU per request by part (its largest ``top`` parts)."""
+    if not profile.get("profile"):
+        return f"not profiled ({profile.get('why', 'no samples')})"
+    parts = list(profile["profile"].items())[:top]
+    each = ", ".join(f"{name} {share * profile['cpu_ms']:.1f}" for name, share in parts)
+    return f"ms/request by part (py-spy, a profiled rerun at {profile['cpu_ms']:.1f}): {each}"
 
 
 def make_texts(n: int) -> list[str]:
@@ -109,6 +165,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         server.reset_stats()
         second = clf.classify(texts).report
         second_server = server.stats()
+        profile = _client_profile(args, server.api_base, labels, texts, settings)
     out["first_run"] = {
         "labels_per_s": first.labels_per_second,
         "seconds": first.seconds,
@@ -124,6 +181,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # other); one event loop cannot answer faster than 1000 / this per second.
         "client_cpu_ms_per_request": round(cpu_ms, 3),
         "client_cpu_bound_labels_per_s": round(1000 / cpu_ms, 1) if cpu_ms > 0 else None,
+        "client_cpu_profile": profile,
+        "client_cpu_where": client_cpu_where(profile),
     }
     out["second_run"] = {
         "requests": second.requests,
@@ -650,6 +709,7 @@ def print_report(r: dict[str, Any]) -> None:
         f"            client CPU {f['client_cpu_ms_per_request']:.2f} ms/request: one event "
         f"loop answers at most {f['client_cpu_bound_labels_per_s']} labels/s"
     )
+    print(f"            {f['client_cpu_where']}")
     cost = f["cost_usd_at_model_prices"]
     cost_text = "unknown (model not in the cost map)" if cost is None else f"${cost:.4f}"
     print(

@@ -51,10 +51,12 @@ from typing import Any
 import numpy as np
 
 try:  # as part of the benchmarks package (python -m benchmarks)
+    from ._pyspy import sampled, shares
     from ._service_report import GOAL_SINGLE_P99_MS, GOAL_SINGLE_VS_BATCH, _cell, print_report
     from .bench_records import ticket_items
     from .bench_router import build_router
 except ImportError:  # as a script
+    from _pyspy import sampled, shares  # type: ignore[no-redef]
     from _service_report import (  # type: ignore[no-redef]
         GOAL_SINGLE_P99_MS,
         GOAL_SINGLE_VS_BATCH,
@@ -231,6 +233,40 @@ def _tree_cpu(pid: int) -> float | None:
     except (OSError, ValueError, IndexError):
         return None if pid in todo or total == 0.0 else total
     return total
+
+
+def _cpu_of(pids: Sequence[int]) -> float | None:
+    """CPU seconds of the process trees ``pids`` together (``None``: not known)."""
+    each = [_tree_cpu(pid) for pid in pids]
+    return None if not each or None in each else sum(x for x in each if x is not None)
+
+
+#: Where a server's CPU goes: each sampled stack goes to the first part one of whose
+#: markers it holds (py-spy prints a frame as ``function (package/module.py:line)``).
+SERVER_PARTS = (
+    ("routing", ("(hybridroute/classifiers/", "(hybridroute/router/", "(sklearn/", "(scipy/")),
+    ("log", ("(hybridroute/records/", "(hybridroute/_redact", "(psycopg/", "(sqlite3/")),
+    ("json", ("(json/", "(hybridroute/_safeio", "(hybridroute/service/_input")),
+    ("micro-batching", ("(hybridroute/service/_batcher", "(hybridroute/service/_commit")),
+    ("http", ("(uvicorn/protocols/", "(starlette/", "(fastapi/", "(prometheus_client/")),
+    ("http", ("(hybridroute/service/_app", "(hybridroute/service/_routes")),
+    ("http", ("(hybridroute/service/_edges", "(hybridroute/service/_protocol", "(httptools/")),
+    ("event loop", ("(asyncio/", "(uvloop/")),
+    ("threads", ("(threading.py", "(concurrent/futures/")),
+)
+
+
+@contextlib.contextmanager
+def _profiled(pid: int, out: dict[str, Any]) -> Iterator[None]:
+    """Sample the server ``pid`` while the block runs; ``out["profile"]``: the share of
+    its samples per part (:data:`SERVER_PARTS`). Nothing without py-spy."""
+    from collections import Counter
+
+    stacks: Counter[str] = Counter()
+    with sampled(pid, stacks):
+        yield
+    if stacks:
+        out["profile"] = shares(stacks, SERVER_PARTS)
 
 
 def _cpu_of(pids: Sequence[int]) -> float | None:

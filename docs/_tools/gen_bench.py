@@ -177,3 +177,131 @@ def page() -> str:
         lines += [f"- `{p}`: no table generator knows this file" for p in unknown]
         lines.append("")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- capacity
+THROUGHPUT = REPO / "benchmarks" / "results" / "throughput.json"
+
+
+def _num(value: Any, spec: str = ",.0f") -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def _service_rows(raw: dict[str, Any]) -> list[str]:
+    lines = [
+        "| requests | clients | items/s | p50 ms | p99 ms | server CPU per item |",
+        "|---|---|---|---|---|---|",
+    ]
+    for mode in ("single", "batch"):
+        for cell in raw.get("service", {}).get(mode, []):
+            what = "single items" if mode == "single" else f"batches of {raw.get('batch_size')}"
+            cpu = cell.get("server_cpu_us_per_item")
+            lines.append(
+                f"| {what} | {cell['concurrency']} | {_num(cell['items_per_s'])} | "
+                f"{_num(cell['p50_ms'], '.1f')} | {_num(cell['p99_ms'], '.1f')} | "
+                f"{'–' if cpu is None else f'{cpu:,.0f} µs'} |"
+            )
+    return lines
+
+
+def _process_rows(raw: dict[str, Any]) -> list[str]:
+    lines = [
+        "| log | processes | clients | single items/s | batch items/s |",
+        "|---|---|---|---|---|",
+    ]
+    workers = raw.get("service_workers")
+    top = workers["single"][0]["concurrency"] if workers else None
+    one = {
+        m: next((c for c in raw["service"][m] if c["concurrency"] == top), None)
+        for m in ("single", "batch")
+    }
+    if workers and one["single"] and one["batch"]:
+        lines.append(
+            f"| SQLite | 1 worker | {top} | {_num(one['single']['items_per_s'])} | "
+            f"{_num(one['batch']['items_per_s'])} |"
+        )
+        lines.append(
+            f"| SQLite | {workers['workers']} workers | {top} | "
+            f"{_num(workers['single'][0]['items_per_s'])} | "
+            f"{_num(workers['batch'][0]['items_per_s'])} |"
+        )
+    pg = raw.get("postgres")
+    for label, shape in (pg or {}).get("shapes", {}).items():
+        lines.append(
+            f"| PostgreSQL | {label} | {pg['concurrency']} | "
+            f"{_num(shape['single'][0]['items_per_s'])} | {_num(shape['batch'][0]['items_per_s'])} |"
+        )
+    if not pg:
+        lines.append("| PostgreSQL | not measured in this run (`--postgres`) | | | |")
+    return lines
+
+
+def _cpu_rows(raw: dict[str, Any]) -> list[str]:
+    cells = {
+        m: next((c for c in raw["service"][m] if c.get("profile")), None)
+        for m in ("single", "batch")
+    }
+    if not all(cells.values()):
+        return ["The committed run has no profile of the server (`bench_service.py --profile`)."]
+    single, batch = cells["single"], cells["batch"]
+    assert single is not None and batch is not None
+    parts = sorted(
+        set(single["profile"]) | set(batch["profile"]), key=lambda p: -single["profile"].get(p, 0)
+    )
+    lines = [
+        "| part | single items, µs per item | batches, µs per item |",
+        "|---|---|---|",
+    ]
+    for part in parts:
+        s = single["profile"].get(part, 0.0) * single["server_cpu_us_per_item"]
+        b = batch["profile"].get(part, 0.0) * batch["server_cpu_us_per_item"]
+        lines.append(f"| {part} | {s:,.0f} | {b:,.0f} |")
+    lines.append(
+        f"| **all** (CPU time, `/proc`) | {single['server_cpu_us_per_item']:,.0f} | "
+        f"{batch['server_cpu_us_per_item']:,.0f} |"
+    )
+    floor = raw.get("floor") or {}
+    if floor.get("server_cpu_us_per_item") is not None:
+        lines += [
+            "",
+            f"A bare ASGI app on the same server stack (uvicorn, uvloop, httptools) took "
+            f"{floor['server_cpu_us_per_item']:,.0f} µs per request under the same load "
+            f"({_num(floor.get('items_per_s'))} requests/s): the HTTP floor.",
+        ]
+    return lines
+
+
+def capacity(arg: str = "") -> str:
+    """The capacity tables of the Operations page, from the committed throughput run."""
+    rel = THROUGHPUT.relative_to(REPO)
+    if not THROUGHPUT.is_file():
+        return f"*No committed run at `{rel}`.*"
+    doc = json.loads(THROUGHPUT.read_text(encoding="utf-8"))
+    raw = ((doc.get("benches") or {}).get("service") or {}).get("raw")
+    if not raw or "service" not in raw:
+        return f"*The committed run `{rel}` has no service benchmark.*"
+    git = doc.get("git") or {}
+    head = (
+        f"From `{rel}` ({doc.get('created')}, commit `{str(git.get('commit'))[:10]}`; "
+        f"{_host(doc)}); reprint it with `python -m benchmarks --show {rel}`, measure your "
+        "machine with `python -m benchmarks --only service --postgres`. The load generator "
+        "shares the machine's cores with the server."
+    )
+    return "\n".join(
+        [
+            head,
+            "",
+            "**One worker, SQLite log.**",
+            "",
+            *_service_rows(raw),
+            "",
+            "**More processes.**",
+            "",
+            *_process_rows(raw),
+            "",
+            "**Where one worker's CPU goes** (32 clients; py-spy samples by part, times the CPU "
+            "per item):",
+            "",
+            *_cpu_rows(raw),
+        ]
+    )

@@ -10,7 +10,9 @@ scores file's columns -- is inserted here from the code when the site is built:
 * ``<!-- gen:guards -->``: the built-in guards and what each does;
 * ``<!-- gen:log-schema sqlite|postgres -->``: the decision log's tables, as a fresh log
   creates them;
-* ``<!-- gen:value MODULE NAME -->``: a constant, inline in a sentence of its own.
+* ``<!-- gen:value MODULE NAME -->``: a constant, inline in a sentence of its own;
+* ``<!-- gen:capacity -->``: the service's capacity tables, from the committed throughput
+  run (:mod:`gen_bench`).
 """
 
 from __future__ import annotations
@@ -174,7 +176,15 @@ def value(arg: str) -> str:
     return f"`{getattr(importlib.import_module(module), name)!r}`"
 
 
+def capacity(arg: str) -> str:
+    """The service's capacity tables, from the committed throughput run (``gen_bench``)."""
+    from gen_bench import capacity as tables
+
+    return tables(arg)
+
+
 GENERATORS: dict[str, Callable[[str], str]] = {
+    "capacity": capacity,
     "docstring": docstring,
     "fact-types": fact_types,
     "guards": guards,

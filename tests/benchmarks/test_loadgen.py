@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -95,19 +96,50 @@ def test_the_cpu_of_a_process_tree_is_read_from_proc():
     assert bench_service._tree_cpu(2**22 + 12345) is None  # no such process
 
 
-def test_sampled_stacks_fall_in_the_part_of_their_innermost_named_frame():
+def test_sampled_stacks_go_to_the_first_part_they_hold():
+    from benchmarks._pyspy import part_of, shares
+
+    parts = bench_service.SERVER_PARTS
     root = (
         "<module> (hybridroute/__main__.py:7);run (hybridroute/service/_server.py:97);"
         "Server.run (uvicorn/server.py:86);Runner.run (asyncio/runners.py:118)"
     )
-    assert bench_service._bucket(root) == "event loop"
+    assert part_of(root, parts) == "event loop"
     http = root + ";RequestResponseCycle.send (uvicorn/protocols/http/httptools_impl.py:524)"
-    assert bench_service._bucket(http) == "http"
-    parse = root + ";route (hybridroute/service/_routes.py:9);loads (json/__init__.py:346)"
-    assert bench_service._bucket(parse) == "json"
-    score = root + ";route_many (hybridroute/router/_router.py:1);dot (scipy/sparse/_base.py:2)"
-    assert bench_service._bucket(score) == "routing"
+    assert part_of(http, parts) == "http"
+    parse = http + ";route (hybridroute/service/_routes.py:9);loads (json/__init__.py:346)"
+    assert part_of(parse, parts) == "json"
+    score = root + ";_drain (hybridroute/service/_batcher.py:1);dot (scipy/sparse/_base.py:2)"
+    assert part_of(score, parts) == "routing"
     commit = "_worker (concurrent/futures/thread.py:83);_immediate (hybridroute/records/_log.py:9)"
-    assert bench_service._bucket(commit) == "log"
-    assert bench_service._bucket("_worker (concurrent/futures/thread.py:83)") == "threads"
-    assert bench_service._bucket("<frozen runpy>") == "other"
+    assert part_of(commit, parts) == "log"
+    assert part_of("_worker (concurrent/futures/thread.py:83)", parts) == "threads"
+    assert part_of("<frozen runpy>", parts) == "other"
+    from collections import Counter
+
+    got = shares(Counter({root: 3, http: 1, commit: 4}), parts)
+    assert got == {"log": 0.5, "event loop": 0.375, "http": 0.125}
+    assert shares(Counter(), parts) == {}
+
+
+def test_a_process_is_sampled_while_the_block_runs():
+    import os
+    from collections import Counter
+
+    from benchmarks._pyspy import pyspy, sampled
+
+    if pyspy() is None:
+        pytest.fail("py-spy is missing: it is in the bench extra (python3 dev.py installs it)")
+    stacks: Counter[str] = Counter()
+    code = "import time\nt=time.time()\nwhile time.time()-t<3: sum(range(1000))\n"
+    import subprocess
+
+    busy = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        with sampled(busy.pid, stacks, rate=100):
+            time.sleep(1.5)
+    finally:
+        busy.kill()
+        busy.wait()
+    assert sum(stacks.values()) > 20 and any("<module>" in s for s in stacks)
+    assert os.getpid() != busy.pid

@@ -8,8 +8,10 @@ How the work is split
 ---------------------
 * **instructor** shapes the request for the response model (tool definition for
   ``TOOLS``, schema instructions for ``JSON`` / ``MD_JSON``) and parses and validates the
-  answer against it (``instructor.processing.response``). The response model is built
-  from the label set, so an answer outside it fails validation.
+  answer against it (instructor's response parser for the mode, the one
+  ``process_response_async`` calls). The response model is built from the label set, so
+  an answer outside it fails validation; it, the shaped request and the parser are built
+  once per label set and shared by every batch's asker (:func:`_shape_for`).
 * **litellm** sends the request (any litellm model string, or an OpenAI-compatible
   ``api_base``), with its own retries switched off (``num_retries=0``), and prices the
   answer from its offline cost map.
@@ -42,8 +44,10 @@ The parts
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+import copy
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, NamedTuple, Protocol
 
 import instructor
 import litellm
@@ -110,9 +114,83 @@ def build_response_model(
     return pydantic.create_model("LabelAnswer", **fields)
 
 
-# --------------------------------------------------------------------------- the asker
+# --------------------------------------------------------------------------- shapes
 
 _PROBE = ({"role": "user", "content": "\x00hybridroute-probe"},)
+
+
+class _Shape(NamedTuple):
+    """What one label set asks for and how its answer is read, built once per label set."""
+
+    response_model: type[pydantic.BaseModel]
+    prepared: Any  # instructor's schema-carrying subclass of ``response_model``
+    static_kwargs: dict[str, Any] | None  # the shaped request less its messages, if reusable
+    parse: Callable[[Any], Any] | None  # instructor's answer parser for the mode, resolved
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_for(labels: tuple[str, ...], with_confidence: bool, mode: str, server: str) -> _Shape:
+    """The response model, instructor's shaping and its parser for one label set (cached:
+    every asker of a label set -- one per batch -- shares them; the shaped kwargs are
+    copied per asker and per request, never handed out)."""
+    response_model = build_response_model(labels, with_confidence=with_confidence)
+    prepared, kwargs = handle_response_model(
+        response_model, mode=MODES[mode], messages=list(_PROBE)
+    )
+    kwargs = server_profile(server).adapt(kwargs)
+    static: dict[str, Any] | None = None
+    if kwargs.get("messages") == list(_PROBE):
+        # Modes whose shaping leaves the messages alone (TOOLS, JSON_SCHEMA) reuse the
+        # shaped kwargs; the others reshape each conversation.
+        kwargs.pop("messages")
+        static = kwargs
+    return _Shape(response_model, prepared, static, _answer_parser(prepared, MODES[mode]))
+
+
+def _answer_parser(prepared: Any, mode: instructor.Mode) -> Callable[[Any], Any] | None:
+    """instructor's response parser for ``mode``, looked up once; ``None`` (then each answer
+    goes through ``process_response_async``) when this instructor has no such registry.
+
+    ``process_response_async`` does the same for a plain response model, but per answer
+    it also walks the model for async validators (done here once: the model is fixed),
+    re-derives the provider from the mode, looks the handlers up again and formats the
+    whole response into a debug message; the parse and validation are the same call.
+    """
+    try:
+        import instructor.v2  # noqa: F401  (registers the handlers)
+        from instructor.v2.core.providers import (
+            Provider,
+            normalize_mode_for_provider,
+            provider_from_mode,
+        )
+        from instructor.v2.core.registry import mode_registry
+        from instructor.v2.validation.async_validators import reject_async_validators
+
+        reject_async_validators(prepared)
+        provider = provider_from_mode(mode, Provider.OPENAI)
+        parser = mode_registry.get_handlers(
+            provider, normalize_mode_for_provider(mode, provider)
+        ).response_parser
+    except Exception:  # another instructor: the public entry point per answer
+        return None
+
+    def parse(response: Any) -> Any:
+        model = parser(
+            response=response,
+            response_model=prepared,
+            validation_context=None,
+            strict=None,
+            stream=False,
+            is_async=True,
+        )
+        if isinstance(model, pydantic.BaseModel):  # as process_response_async leaves it
+            object.__setattr__(model, "_raw_response", response)
+        return model
+
+    return parse
+
+
+# --------------------------------------------------------------------------- the asker
 
 
 class LiteLLMLabelAsker:
@@ -206,19 +284,14 @@ class LiteLLMLabelAsker:
         self.timeout = float(timeout)
         self.extra_params = dict(extra_params or {})
         self._instructor_mode = MODES[mode]
-        self._response_model = build_response_model(self.labels, with_confidence=with_confidence)
-        # Shape the request once. Modes whose shaping leaves the messages alone (TOOLS,
-        # JSON_SCHEMA) reuse the shaped kwargs; the others reshape each conversation.
-        prepared, kwargs = handle_response_model(
-            self._response_model, mode=self._instructor_mode, messages=list(_PROBE)
+        # The response model and the shaped request: built once per label set (_shape_for).
+        shape = _shape_for(self.labels, bool(with_confidence), mode, server)
+        self._response_model = shape.response_model
+        self._prepared_model = shape.prepared
+        self._parse = shape.parse
+        self._static_kwargs: dict[str, Any] | None = (
+            None if shape.static_kwargs is None else copy.deepcopy(shape.static_kwargs)
         )
-        kwargs = self._profile.adapt(kwargs)
-        self._prepared_model = prepared
-        if kwargs.get("messages") == list(_PROBE):
-            kwargs.pop("messages")
-            self._static_kwargs: dict[str, Any] | None = kwargs
-        else:
-            self._static_kwargs = None
 
     # ------------------------------------------------------------------ clients
 
@@ -336,9 +409,12 @@ class LiteLLMLabelAsker:
         if problem is not None:
             return LabelFailure(error=problem, raw=raw, usage=usage)
         try:
-            parsed = await process_response_async(
-                response, response_model=self._prepared_model, mode=self._instructor_mode
-            )
+            if self._parse is not None:
+                parsed = self._parse(response)
+            else:
+                parsed = await process_response_async(
+                    response, response_model=self._prepared_model, mode=self._instructor_mode
+                )
         except Exception as exc:  # parsing external data: every failure is the answer's
             return LabelFailure(error=describe_validation_error(exc), raw=raw, usage=usage)
         label = str(parsed.label)
