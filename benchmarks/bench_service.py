@@ -447,7 +447,8 @@ def _paired(
     (``off``), in alternating rounds: per concurrency, each side's pooled figures and the
     per-round ratios on / off (their spread is the noise of the comparison)."""
     rounds = 4
-    part = argparse.Namespace(**{**vars(args), "requests": max(20, args.requests // rounds)})
+    # each round as long as a cell: a median of fewer latencies moves with the machine
+    part = argparse.Namespace(**{**vars(args), "requests": max(100, args.requests)})
     out: dict[str, Any] = {}
     for c in args.unbatched:
         cells: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
@@ -941,7 +942,7 @@ def _postgres_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
 
 def runner_entry(quick: bool, settings: dict[str, Any]) -> dict[str, Any]:
     """Rows for ``python -m benchmarks``: the goals, then the curve over concurrency."""
-    argv = ["--requests", str(settings.get("requests", 40 if quick else 300))]
+    argv = ["--requests", str(settings.get("requests", 40 if quick else 1000))]
     argv += ["--concurrency", str(settings.get("concurrency", "8" if quick else "1,8,32,128"))]
     argv += ["--unbatched", str(settings.get("unbatched", "1" if quick else "1,32"))]
     argv += ["--max-seconds", str(settings.get("max_seconds", 10 if quick else 30))]
