@@ -37,6 +37,7 @@ import importlib
 import json
 import os
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -525,6 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "schema_version": SCHEMA_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "mode": mode,
+        "argv": shlex.join(sys.argv[1:] if argv is None else list(argv)),
         "wall_seconds": round(wall, 2),
         "hybridroute_version": __version__,
         "git": git_info(),

@@ -53,6 +53,8 @@ def test_quick_run_writes_rows_metrics_and_raw_results(quick_run):
     code, doc = quick_run
     assert code == 0
     assert doc["schema_version"] == _runner.SCHEMA_VERSION and doc["mode"] == "quick"
+    assert doc["argv"].endswith("--json " + doc["argv"].rsplit(" ", 1)[-1])  # how to redo it
+    assert "--quick" in doc["argv"].split()
     assert set(doc["benches"]) == {"rules", "langgraph"}
     assert all(b["status"] == "ok" for b in doc["benches"].values())
     m = doc["metrics"]["langgraph.rule_layer_vs_edge"]
