@@ -57,6 +57,15 @@ _BOUND_TYPES = ("int", "number", "list[number]")
 #: Most allowed values shown in an error message.
 _SHOW_ALLOWED = 20
 
+#: canonical_json keeps the "key":value text of up to _PIECES values per fact (each at most
+#: _MAX_PIECE characters) of these types: their canonical values (exact bools, ints,
+#: strings, tuples of strings, or null) are equal only when their JSON texts are, so a
+#: value can look its text up. Not numbers: the float 1e16 equals the int 10**16 but is
+#: written 1e+16; nor objects (read-only mappings cannot be looked up).
+_PIECE_TYPES = frozenset({"bool", "int", "str", "list[str]"})
+_PIECES = 1024
+_MAX_PIECE = 256
+
 # NUL and lone surrogates (what undecodable bytes or a "\ud800" JSON escape become): no
 # fact may hold them (hybridroute._safeio says why, for every reader alike)
 _text_problem = describe_bad_char
@@ -397,7 +406,9 @@ class FactSchema:
     extra: str = "forbid"
     _by_name: Mapping[str, FactSpec] = field(init=False, repr=False, compare=False)
     _plan: tuple[tuple[str, FactSpec, Any], ...] = field(init=False, repr=False, compare=False)
-    _json_plan: tuple[tuple[str, str, Any, str], ...] = field(init=False, repr=False, compare=False)
+    _json_plan: tuple[tuple[str, str, Any, str, dict[Any, str] | None], ...] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         specs = tuple(self.specs)
@@ -420,7 +431,9 @@ class FactSchema:
                 for s in specs
             ),
         )
-        # canonical_json's plan: names sorted, their JSON key prefix, each default and its JSON
+        # canonical_json's plan: names sorted, their JSON key prefix, each default's
+        # "key":value text, and a cache of the "key":value texts of the fact's values (for
+        # the types whose canonical values are equal only when their JSON is; see _PIECES)
         object.__setattr__(
             self,
             "_json_plan",
@@ -429,9 +442,12 @@ class FactSchema:
                     name,
                     _encode_str(name) + ":",
                     d,
-                    "" if d is FactSpec._NO_DEFAULT else _encode_canonical(d),
+                    ""
+                    if d is FactSpec._NO_DEFAULT
+                    else _encode_str(name) + ":" + _encode_canonical(d),
+                    {} if spec.type in _PIECE_TYPES else None,
                 )
-                for name, _, d in sorted(self._plan, key=lambda entry: entry[0])
+                for name, spec, d in sorted(self._plan, key=lambda entry: entry[0])
             ),
         )
 
@@ -494,10 +510,22 @@ class FactSchema:
         """Canonical JSON of facts returned by :meth:`validate` (what :func:`canonical_json`
         gives for them), written directly from the declared names for speed."""
         parts = []
-        for name, prefix, default, default_json in self._json_plan:
+        for name, prefix, default, default_piece, pieces in self._json_plan:
             v = valid[name]
-            # a fact left at its default is the very default object (see validate)
-            parts.append(prefix + (default_json if v is default else _encode_canonical(v)))
+            if v is default:
+                # a fact left at its default is the very default object (see validate)
+                parts.append(default_piece)
+            elif pieces is None:
+                parts.append(prefix + _encode_canonical(v))
+            else:
+                piece = pieces.get(v)
+                if piece is None:
+                    piece = prefix + _encode_canonical(v)
+                    if len(piece) <= _MAX_PIECE:
+                        if len(pieces) >= _PIECES:
+                            pieces.clear()
+                        pieces[v] = piece
+                parts.append(piece)
         return "{" + ",".join(parts) + "}"
 
     def to_dict(self) -> dict[str, Any]:

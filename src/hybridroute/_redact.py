@@ -85,6 +85,7 @@ _MAX_TRIE_VALUE = 256
 _MAX_CACHED_TEXT = 64
 _TEXT_CACHE_SIZE = 8192
 _TUPLE_CACHE_SIZE = 256
+_MIN_CACHED_TUPLE = 4
 # Literal pieces without which the patterns above cannot match an ASCII text: a text that
 # holds none of them skips the pattern (the same result, without the regex engine's walk
 # over every position). Non-ASCII text always runs the patterns: under IGNORECASE a few
@@ -356,9 +357,61 @@ class Redactor:
                 out_map[sk] = hit
             elif tv is int or tv is float or tv is bool:
                 out_map[sk] = v
+            # the key is not credential-like (handled above): what _scrub does with the
+            # value under no key, its common containers without the call through it
+            elif tv is dict or tv is MappingProxyType:
+                out_map[sk] = self._scrub_map(v, changed, local)
+            elif tv is tuple or tv is list:
+                out_map[sk] = self._scrub_seq(v, changed, local)
             else:
-                out_map[sk] = self._scrub(v, name, changed, local)
+                out_map[sk] = self._scrub(v, None, changed, local)
         return out_map
+
+    def _scrub_seq(
+        self,
+        value: list[Any] | tuple[Any, ...],
+        changed: list[bool] | None,
+        local: Mapping[str, str] | None,
+    ) -> list[Any]:
+        """:meth:`_scrub` of a list or tuple, strings and plain values handled inline.
+
+        A tuple of at least :data:`_MIN_CACHED_TUPLE` strings (a router's labels recur in
+        every record of its router) keeps its scrubbed form, keyed by the tuple itself;
+        shorter ones (a record's own fact lists) cost less to scrub than to keep.
+        """
+        is_tuple = type(value) is tuple
+        if is_tuple and not local:
+            held = self._tuple_cache.get(id(value))
+            if held is not None and held[0] is value:  # the same tuple (held alive)
+                if held[2] and changed is not None:
+                    changed.append(True)
+                return list(held[1])
+        texts = None if local else self._text_cache
+        plain = _PLAIN_TYPES
+        out_list: list[Any] = []
+        add = out_list.append
+        all_str = True
+        any_changed = False
+        for v in value:
+            tv = type(v)
+            if tv is str:
+                hit = texts.get(v) if texts is not None else None
+                if hit is None:
+                    hit = self.scrub_text(v, local)
+                if hit is not v and hit != v:
+                    any_changed = True
+                add(hit)
+            else:
+                all_str = False
+                add(v if tv in plain else self._scrub(v, None, changed, local))
+        if any_changed and changed is not None:
+            changed.append(True)
+        if is_tuple and all_str and not local and len(value) >= _MIN_CACHED_TUPLE:
+            cache = self._tuple_cache
+            if len(cache) >= _TUPLE_CACHE_SIZE:
+                cache.clear()
+            cache[id(value)] = (tuple(value), tuple(out_list), any_changed)
+        return out_list
 
     def _scrub(
         self,
@@ -382,24 +435,7 @@ class Redactor:
         if value is None or t is int or t is float or t is bool:
             return value
         if t is list or t is tuple:  # before the Mapping check: an ABC check is slow
-            if t is tuple and not local:
-                held = self._tuple_cache.get(id(value))
-                if held is not None and held[0] is value:  # the same tuple (held alive)
-                    if held[2] and changed is not None:
-                        changed.append(True)
-                    return list(held[1])
-            plain = _PLAIN_TYPES
-            out_list = [
-                v if type(v) in plain else self._scrub(v, None, changed, local) for v in value
-            ]
-            if t is tuple and not local and all(type(v) is str for v in value):
-                # a tuple of strings (a router's labels) recurs in every record of its
-                # router: its scrubbed form is kept, keyed by the tuple itself
-                cache = self._tuple_cache
-                if len(cache) >= _TUPLE_CACHE_SIZE:
-                    cache.clear()
-                cache[id(value)] = (value, tuple(out_list), out_list != list(value))
-            return out_list
+            return self._scrub_seq(value, changed, local)
         if t is dict or t is MappingProxyType or isinstance(value, Mapping):
             return self._scrub_map(value, changed, local)
         if isinstance(value, (set, frozenset)):

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -378,6 +378,8 @@ class Decision:
     snapshot_hash: str = ""
 
     def __post_init__(self) -> None:
+        # (rule_decision below makes rule-stage decisions without this method: a check
+        # added here must be added there too)
         if self.stage not in _STAGES:
             raise UndeclaredValueError("stage", self.stage, tuple(sorted(_STAGES)))
         allowed = self.allowed_destinations
@@ -504,3 +506,108 @@ class Decision:
         if vocabulary is not None:
             vocabulary.check_decision(decision)
         return decision
+
+
+# --------------------------------------------------------------------------- rule decisions
+#: Decision's fields, in the order :func:`rule_decision` sets them.
+_DECISION_FIELDS = (
+    "router",
+    "router_version",
+    "stage",
+    "input_snapshot",
+    "snapshot_hash",
+    "allowed_destinations",
+    "selected_destination",
+    "reason_code",
+    "evidence_ids",
+    "rule_id",
+    "label",
+    "confidence",
+    "threshold",
+    "margin",
+    "detail",
+)
+
+
+def _decision_setters() -> tuple[Callable[[Any, Any], None], ...] | None:
+    """The slot setters of :class:`Decision`'s fields (in :data:`_DECISION_FIELDS` order),
+    or ``None`` when its fields are not exactly those slots (then every rule decision is
+    made by its constructor)."""
+    if {f.name for f in fields(Decision)} != set(_DECISION_FIELDS):
+        return None  # pragma: no cover - a field added to Decision
+    setters = []
+    for name in _DECISION_FIELDS:
+        slot = Decision.__dict__.get(name)
+        if slot is None or type(slot).__name__ != "member_descriptor":
+            return None  # pragma: no cover - Decision without slots
+        setters.append(slot.__set__)
+    return tuple(setters)
+
+
+_SETTERS = _decision_setters()
+_new = object.__new__
+
+
+def rule_decision(
+    router: str,
+    version: str,
+    snapshot: Mapping[str, Any],
+    digest: str,
+    destination: str,
+    reason: str,
+    rule_id: str | None,
+    detail: Mapping[str, Any],
+) -> Decision:
+    """A rule-stage :class:`Decision`, equal to (and as checked as) what its constructor
+    makes of these values.
+
+    The rule layer makes one per decision, and the constructor of a frozen dataclass sets
+    each field through ``object.__setattr__``: a fifth of a rule decision's time. Here the
+    checks of :meth:`Decision.__post_init__` hold by construction -- the stage is ``rule``,
+    the destination is the only allowed one, ``snapshot`` and ``detail`` are read-only
+    views of canonical values (as the rules and the router make them), the hash is given
+    -- so the fields are set straight into the slots. A reason code that is not a
+    non-empty string, a missing hash, or a snapshot or detail that is not a read-only view
+    goes through the constructor (which refuses, freezes or hashes it). **A check added to
+    ``Decision.__post_init__`` must be added here too** (``tests/rules/test_fast_paths.py``
+    compares the two field by field).
+    """
+    setters = _SETTERS
+    if (
+        setters is None
+        or type(reason) is not str
+        or not reason
+        or not digest
+        or type(snapshot) is not MappingProxyType
+        or type(detail) is not MappingProxyType
+    ):
+        return Decision(
+            router=router,
+            router_version=version,
+            stage="rule",
+            input_snapshot=snapshot,
+            snapshot_hash=digest,
+            allowed_destinations=(destination,),
+            selected_destination=destination,
+            reason_code=reason,
+            rule_id=rule_id,
+            detail=detail,
+        )
+    d = _new(Decision)
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14 = setters
+    s0(d, router)
+    s1(d, version)
+    s2(d, "rule")
+    s3(d, snapshot)
+    s4(d, digest)
+    s5(d, (destination,))
+    s6(d, destination)
+    s7(d, reason)
+    s8(d, ())
+    s9(d, rule_id)
+    s10(d, None)
+    s11(d, None)
+    s12(d, None)
+    s13(d, None)
+    s14(d, detail)
+    return d

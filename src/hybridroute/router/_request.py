@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._canonical import _freeze, hash_canonical
 from .._safeio import check_text
-from ..contracts import Decision, RouteRequest, Stage
+from ..contracts import Decision, RouteRequest, rule_decision
 from ..exceptions import FactsError, InputError
 
 if TYPE_CHECKING:
@@ -32,8 +32,6 @@ __all__ = ["CheckedRequest", "RouteItem", "as_request", "check_request"]
 #: A route item as the router took it before :class:`RouteRequest`: a mapping with
 #: ``facts``, ``text`` and ``evidence`` (each optional; other keys are ignored).
 RouteItem = Mapping[str, Any]
-
-_RULE = Stage.RULE.value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,15 +95,66 @@ def as_request(item: RouteRequest | RouteItem) -> RouteRequest:
 
 def check_request(router: HybridRouter, request: RouteRequest) -> CheckedRequest:
     """Check ``request`` with ``router`` and run its rules (see :meth:`HybridRouter.check`)."""
+    snapshot, digest, text, decision = _check(router, request.facts, request.text, request.evidence)
+    return CheckedRequest(
+        request=request,
+        snapshot=snapshot,
+        snapshot_hash=digest,
+        text=text,
+        rule_decision=decision,
+        router=router,
+    )
+
+
+def check_item(router: HybridRouter, item: Any) -> Decision | CheckedRequest:
+    """``check_request(router, as_request(item))`` for :meth:`HybridRouter.route_many`,
+    which keeps only the rules' decision of an item a rule decides: for a plain dict item
+    (facts a dict or absent, text a string or absent, no evidence: every check of
+    :class:`RouteRequest` passes) that decision itself, without the request and checked
+    values it would throw away; any other item as :func:`check_request` checks it.
+    """
+    if type(item) is dict:
+        facts = item.get("facts")
+        text = item.get("text")
+        if (
+            (facts is None or type(facts) is dict)
+            and (text is None or type(text) is str)
+            and item.get("evidence") is None
+        ):
+            snapshot, digest, checked_text, decision = _check(
+                router, _NO_FACTS if facts is None else facts, text, None
+            )
+            if decision is not None:
+                return decision
+            return CheckedRequest(
+                request=as_request(item),
+                snapshot=snapshot,
+                snapshot_hash=digest,
+                text=checked_text,
+                rule_decision=None,
+                router=router,
+            )
+    return check_request(router, as_request(item))
+
+
+_NO_FACTS: Mapping[str, Any] = MappingProxyType({})
+
+
+def _check(
+    router: HybridRouter,
+    facts: Mapping[str, Any],
+    text: str | None,
+    evidence: Mapping[str, Any] | None,
+) -> tuple[Mapping[str, Any], str, str | None, Decision | None]:
+    """The snapshot, its hash, the classifier's text and the rules' decision (or
+    ``None``) of a request's parts, checked in the order :func:`check_request` checks."""
     rules = router.rules
-    valid = rules.validate_facts(request.facts)
-    text = request.text
+    valid = rules.validate_facts(facts)
     if text is not None:
         check_route_text(text, router.max_text_chars)
         if router.redact_pii is not None:
             # before the snapshot, its hash and the classifier: all see the same text
             text = router.redact_pii.redact(text)
-    evidence = request.evidence
     snapshot: Mapping[str, Any]
     if evidence is None:
         # validated facts are canonical: write the snapshot's JSON straight from the schema
@@ -129,26 +178,17 @@ def check_request(router: HybridRouter, request: RouteRequest) -> CheckedRequest
         found = rules.evaluate(valid)  # nothing to classify: the rules' default exit
     decision = None
     if found is not None:
-        decision = Decision(
-            router=router.name,
-            router_version=router.version,
-            stage=_RULE,
-            input_snapshot=snapshot,
-            snapshot_hash=digest,
-            allowed_destinations=(found.destination,),
-            selected_destination=found.destination,
-            reason_code=found.reason_code,
-            rule_id=found.rule_id,
-            detail=found.detail,
+        decision = rule_decision(
+            router.name,
+            router.version,
+            snapshot,
+            digest,
+            found.destination,
+            found.reason_code,
+            found.rule_id,
+            found.detail,
         )
-    return CheckedRequest(
-        request=request,
-        snapshot=snapshot,
-        snapshot_hash=digest,
-        text=text,
-        rule_decision=decision,
-        router=router,
-    )
+    return snapshot, digest, text, decision
 
 
 def check_route_text(text: Any, limit: int) -> None:

@@ -65,7 +65,7 @@ from ..classifiers import IntentClassifier, RankedLabels
 from ..contracts import Decision, ReasonCode, RouteRequest, Stage
 from ..exceptions import ClassifierError, RuleSetError, UndeclaredValueError
 from ..rules import RuleSet
-from ._request import CheckedRequest, RouteItem, as_request, check_request
+from ._request import CheckedRequest, RouteItem, as_request, check_item, check_request
 
 if TYPE_CHECKING:
     from ..calibration import Policy, PolicyOutcome
@@ -295,8 +295,9 @@ class HybridRouter:
         TypeError
             An item of another type.
         """
-        checked = [self._checked(item) for item in items]
-        pending = [c for c in checked if c.rule_decision is None]
+        # a plain item a rule decides comes back as its decision (nothing else is kept)
+        checked = [self._checked_or_ruled(item) for item in items]
+        pending = [c for c in checked if not isinstance(c, Decision) and c.rule_decision is None]
         if not pending:
             return [_ruled(c) for c in checked]
         return _merge(checked, self._decide(pending, self._score([_text(c) for c in pending])))
@@ -330,6 +331,11 @@ class HybridRouter:
             ``request`` is neither a request nor a mapping.
         """
         return check_request(self, as_request(request))
+
+    def _checked_or_ruled(self, item: Routable) -> CheckedRequest | Decision:
+        if isinstance(item, CheckedRequest):
+            return self._checked(item)
+        return check_item(self, item)
 
     def _checked(self, item: Routable) -> CheckedRequest:
         if isinstance(item, CheckedRequest):
@@ -735,14 +741,27 @@ def _text(checked: CheckedRequest) -> str:
     return text
 
 
-def _ruled(checked: CheckedRequest) -> Decision:
+def _ruled(checked: CheckedRequest | Decision) -> Decision:
+    if isinstance(checked, Decision):
+        return checked
     decision = checked.rule_decision
     if decision is None:  # pragma: no cover - only called when every item was ruled
         raise AssertionError("an item no rule decided has no decision")
     return decision
 
 
-def _merge(checked: Sequence[CheckedRequest], decided: Sequence[Decision]) -> list[Decision]:
-    """The rules' decisions, with the classifier's in the places no rule decided."""
+def _merge(
+    checked: Sequence[CheckedRequest | Decision], decided: Sequence[Decision]
+) -> list[Decision]:
+    """The rules' decisions (an item's own, or its checked value's), with the
+    classifier's in the places no rule decided."""
     rest = iter(decided)
-    return [c.rule_decision if c.rule_decision is not None else next(rest) for c in checked]
+    out: list[Decision] = []
+    for c in checked:
+        if isinstance(c, Decision):
+            out.append(c)
+        elif c.rule_decision is not None:
+            out.append(c.rule_decision)
+        else:
+            out.append(next(rest))
+    return out

@@ -15,6 +15,7 @@ from ..contracts import (
     FactSpec,
     Stage,
     Vocabulary,
+    rule_decision,
 )
 from ..exceptions import FactsError, RuleSetError, UndeclaredValueError
 from ._conditions import CompiledCondition, ConditionError, compile_condition
@@ -476,17 +477,15 @@ class RuleSet:
         digest = hashlib.sha256(
             ('{"facts":' + self.schema.canonical_json(valid) + "}").encode()
         ).hexdigest()
-        return Decision(
-            router=self.name,
-            router_version=self.version,
-            stage=_RULE_STAGE,
-            input_snapshot=MappingProxyType({"facts": MappingProxyType(valid)}),
-            snapshot_hash=digest,
-            allowed_destinations=(destination,),
-            selected_destination=destination,
-            reason_code=reason,
-            rule_id=rule_id,
-            detail=detail,
+        return rule_decision(
+            self.name,
+            self.version,
+            MappingProxyType({"facts": MappingProxyType(valid)}),
+            digest,
+            destination,
+            reason,
+            rule_id,
+            detail,
         )
 
     def decide_many(self, facts_list: Iterable[Mapping[str, Any] | None]) -> list[Decision]:
