@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 
@@ -170,3 +171,39 @@ def test_csv_formula_escaping_is_reversible_and_never_leaves_a_formula():
         s = "".join(parts)
         assert unescape_formula(escape_formula(s)) == s
         assert escape_formula(s)[:1] not in ("=", "+", "-", "@", "\t", "\r")
+
+
+def _random_json_text(rng: random.Random, depth: int = 0) -> str:
+    """JSON-ish text: nested arrays and objects, strings holding brackets, quotes and
+    escapes, numbers and literals (sometimes cut short or with a stray bracket)."""
+    pieces = ['"a[b"', '"}{"', '"q\\\\"', '"x\\"]"', '"\\\\\\"["', "1", "-2.5e3", "null", "true"]
+    kind = rng.random()
+    if depth > 70 or kind < 0.3:
+        return rng.choice(pieces)
+    inner = [_random_json_text(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if kind < 0.65:
+        return "[" + ", ".join(inner) + "]"
+    return "{" + ", ".join(f'"k{i}[": {v}' for i, v in enumerate(inner)) + "}"
+
+
+def test_the_fast_depth_count_agrees_with_the_scan_that_finds_the_line():
+    from hybridroute._safeio import MAX_JSON_DEPTH, _deepest, _depth_of
+
+    rng = random.Random(7)
+    checked = deep = 0
+    for _ in range(3000):
+        text = _random_json_text(rng)
+        if rng.random() < 0.1:  # broken text: cut short, or a stray bracket added
+            text = text[: rng.randint(0, len(text))] + rng.choice(["", "[", "}", '"'])
+        if rng.random() < 0.1:  # deep enough to be refused
+            n = rng.randint(MAX_JSON_DEPTH - 2, MAX_JSON_DEPTH + 3)
+            text = "[" * n + text + "]" * n
+        slow, _ = _depth_of(text)
+        fast = _deepest(text)
+        if slow > MAX_JSON_DEPTH:  # the scan stops once past the limit
+            assert fast > MAX_JSON_DEPTH
+            deep += 1
+        else:
+            assert fast == slow, text
+        checked += 1
+    assert checked == 3000 and deep > 50

@@ -33,6 +33,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator, Mapping
+from itertools import accumulate
 from typing import Any
 
 from .exceptions import InputError
@@ -357,6 +358,18 @@ class _Number(Exception):
 _STRUCT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 
 
+_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET_RE = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _deepest(text: str) -> int:
+    """Deepest nesting in JSON text (strings skipped), counted in C: the strings and then
+    everything but brackets are cut out, and the running depth's maximum is taken."""
+    brackets = _NOT_BRACKET_RE.sub("", _STRING_RE.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets), initial=0))
+
+
 def _depth_of(text: str) -> tuple[int, int]:
     """Deepest nesting in JSON text and the line where it is reached (strings skipped)."""
     depth = deepest = 0
@@ -417,8 +430,9 @@ def parse_json(
     what : str
         What the text is, for messages.
     """
-    # only text with enough brackets can nest too deeply; skip the scan otherwise
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+    # only text with enough brackets can nest too deeply; skip the scan otherwise, and
+    # find the line (a slower scan) only for text that does
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _deepest(text) > MAX_JSON_DEPTH:
         depth, depth_line = _depth_of(text)
     else:
         depth = depth_line = 0
