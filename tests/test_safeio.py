@@ -191,7 +191,7 @@ def test_the_fast_depth_count_agrees_with_the_scan_that_finds_the_line():
 
     rng = random.Random(7)
     checked = deep = 0
-    for _ in range(3000):
+    for _ in range(1500):
         text = _random_json_text(rng)
         if rng.random() < 0.1:  # broken text: cut short, or a stray bracket added
             text = text[: rng.randint(0, len(text))] + rng.choice(["", "[", "}", '"'])
@@ -206,4 +206,4 @@ def test_the_fast_depth_count_agrees_with_the_scan_that_finds_the_line():
         else:
             assert fast == slow, text
         checked += 1
-    assert checked == 3000 and deep > 50
+    assert checked == 1500 and deep > 25
