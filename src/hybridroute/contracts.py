@@ -509,24 +509,8 @@ class Decision:
 
 
 # --------------------------------------------------------------------------- rule decisions
-#: Decision's fields, in the order :func:`rule_decision` sets them.
-_DECISION_FIELDS = (
-    "router",
-    "router_version",
-    "stage",
-    "input_snapshot",
-    "snapshot_hash",
-    "allowed_destinations",
-    "selected_destination",
-    "reason_code",
-    "evidence_ids",
-    "rule_id",
-    "label",
-    "confidence",
-    "threshold",
-    "margin",
-    "detail",
-)
+#: Decision's fields, in the order :func:`rule_decision` sets them (a record's keys).
+_DECISION_FIELDS = _DECISION_KEYS[1:]
 
 
 def _decision_setters() -> tuple[Callable[[Any, Any], None], ...] | None:
@@ -598,12 +582,12 @@ def rule_decision(
     s0(d, router)
     s1(d, version)
     s2(d, "rule")
-    s3(d, snapshot)
-    s4(d, digest)
-    s5(d, (destination,))
-    s6(d, destination)
-    s7(d, reason)
-    s8(d, ())
+    s3(d, destination)
+    s4(d, (destination,))
+    s5(d, reason)
+    s6(d, ())
+    s7(d, snapshot)
+    s8(d, digest)
     s9(d, rule_id)
     s10(d, None)
     s11(d, None)
