@@ -51,12 +51,12 @@ from typing import Any
 import numpy as np
 
 try:  # as part of the benchmarks package (python -m benchmarks)
-    from ._pyspy import sampled, shares
+    from ._pyspy import sampled
     from ._service_report import GOAL_SINGLE_P99_MS, GOAL_SINGLE_VS_BATCH, _cell, print_report
     from .bench_records import ticket_items
     from .bench_router import build_router
 except ImportError:  # as a script
-    from _pyspy import sampled, shares  # type: ignore[no-redef]
+    from _pyspy import sampled  # type: ignore[no-redef]
     from _service_report import (  # type: ignore[no-redef]
         GOAL_SINGLE_P99_MS,
         GOAL_SINGLE_VS_BATCH,
@@ -241,40 +241,6 @@ def _cpu_of(pids: Sequence[int]) -> float | None:
     return None if not each or None in each else sum(x for x in each if x is not None)
 
 
-#: Where a server's CPU goes: each sampled stack goes to the first part one of whose
-#: markers it holds (py-spy prints a frame as ``function (package/module.py:line)``).
-SERVER_PARTS = (
-    ("routing", ("(hybridroute/classifiers/", "(hybridroute/router/", "(sklearn/", "(scipy/")),
-    ("log", ("(hybridroute/records/", "(hybridroute/_redact", "(psycopg/", "(sqlite3/")),
-    ("json", ("(json/", "(hybridroute/_safeio", "(hybridroute/service/_input")),
-    ("micro-batching", ("(hybridroute/service/_batcher", "(hybridroute/service/_commit")),
-    ("http", ("(uvicorn/protocols/", "(starlette/", "(fastapi/", "(prometheus_client/")),
-    ("http", ("(hybridroute/service/_app", "(hybridroute/service/_routes")),
-    ("http", ("(hybridroute/service/_edges", "(hybridroute/service/_protocol", "(httptools/")),
-    ("event loop", ("(asyncio/", "(uvloop/")),
-    ("threads", ("(threading.py", "(concurrent/futures/")),
-)
-
-
-@contextlib.contextmanager
-def _profiled(pid: int, out: dict[str, Any]) -> Iterator[None]:
-    """Sample the server ``pid`` while the block runs; ``out["profile"]``: the share of
-    its samples per part (:data:`SERVER_PARTS`). Nothing without py-spy."""
-    from collections import Counter
-
-    stacks: Counter[str] = Counter()
-    with sampled(pid, stacks):
-        yield
-    if stacks:
-        out["profile"] = shares(stacks, SERVER_PARTS)
-
-
-def _cpu_of(pids: Sequence[int]) -> float | None:
-    """CPU seconds of the process trees ``pids`` together (``None``: not known)."""
-    each = [_tree_cpu(pid) for pid in pids]
-    return None if not each or None in each else sum(x for x in each if x is not None)
-
-
 #: Where a server's CPU goes, by the innermost frame that names a part: (bucket, markers
 #: of the frames' files as py-spy prints them, ``function (package/module.py:line)``).
 BUCKETS = (
@@ -306,38 +272,22 @@ def _bucket(stack: str) -> str:
 @contextlib.contextmanager
 def _profiled(pid: int | None, out: dict[str, Any]) -> Iterator[None]:
     """Sample ``pid`` with py-spy while the block runs; ``out["profile"]``: the share of
-    samples per bucket (:data:`BUCKETS`). Nothing when py-spy is missing or fails."""
-    import shutil
-    import signal
+    samples per bucket (:data:`BUCKETS`, by the innermost frame that names one). Nothing
+    when py-spy is missing or cannot attach."""
+    from collections import Counter
 
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    if pid is None or not Path(spy).is_file():
+    if pid is None:
         yield
         return
-    with tempfile.NamedTemporaryFile(suffix=".txt", delete=False) as f:
-        raw = Path(f.name)
-    proc = subprocess.Popen(
-        [spy, "record", "-p", str(pid), "-r", "250", "-f", "raw", "-o", str(raw), "--nonblocking"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    time.sleep(0.5)  # attached before the load starts
-    try:
+    stacks: Counter[str] = Counter()
+    with sampled(pid, stacks):
         yield
-    finally:
-        proc.send_signal(signal.SIGINT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=30)
-        counts: dict[str, int] = {}
-        with contextlib.suppress(OSError):
-            for line in raw.read_text().splitlines():
-                stack, _, n = line.rpartition(" ")
-                if n.isdigit():
-                    counts[_bucket(stack)] = counts.get(_bucket(stack), 0) + int(n)
-        raw.unlink(missing_ok=True)
-        total = sum(counts.values())
-        if total:
-            out["profile"] = {k: round(v / total, 3) for k, v in sorted(counts.items())}
+    counts: Counter[str] = Counter()
+    for stack, n in stacks.items():
+        counts[_bucket(stack)] += n
+    total = sum(counts.values())
+    if total:
+        out["profile"] = {k: round(v / total, 3) for k, v in sorted(counts.items())}
 
 
 def _http_load(

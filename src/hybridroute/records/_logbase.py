@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from typing import Any
 
+from .._jsontext import fast_dumps
 from .._redact import Redactor
 from ..contracts import Decision
 from ..exceptions import DuplicateDecisionError, RequestIdConflictError, UserInputError
@@ -112,7 +113,12 @@ _C_ENCODE = _c_make_encoder and _c_make_encoder(
 
 
 def dumps_record(record: Mapping[str, Any]) -> str:
-    """The stored JSON text of a record (what ``_ENCODER.encode`` writes)."""
+    """The stored JSON text of a record: what ``_ENCODER.encode`` writes, or orjson's text
+    where that reads back as the same record (:func:`~hybridroute._jsontext.fast_dumps`:
+    the same values, a float at most spelled otherwise)."""
+    raw = fast_dumps(record)
+    if raw is not None:
+        return raw.decode("utf-8")
     if _C_ENCODE is not None and type(record) is dict:
         return "".join(_C_ENCODE(record, 0))
     return _ENCODE(record)

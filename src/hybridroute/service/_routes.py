@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.background import BackgroundTask
 
+from .._jsontext import fast_dumps
 from ..exceptions import UserInputError
 from ._input import RequestProblem, check_batch, check_item, parse_body, read_limited
 from ._metrics import CONTENT_TYPE
@@ -67,6 +68,10 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
 
 
 def _json_bytes(payload: Any) -> bytes:
+    """The answer's JSON (a NaN refused, as JSON has none: see :mod:`hybridroute._jsontext`)."""
+    raw = fast_dumps(payload)
+    if raw is not None:
+        return raw
     return json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode(
         "utf-8"
     )
