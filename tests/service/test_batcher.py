@@ -82,6 +82,23 @@ def test_concurrent_items_share_one_classifier_call(executor, n):
     assert (batcher.batches, batcher.items) == (1, n)
 
 
+def test_each_batch_is_reported_and_a_failing_report_fails_no_request(executor, caplog):
+    sizes = []
+    router = FakeRouter()
+    batcher = RouteBatcher(executor, window_s=0.05, max_items=4, on_batch=sizes.append)
+    got = asyncio.run(_serve(batcher, loaded(router), [f"t{i}" for i in range(10)]))
+    assert got == [f"decision:t{i}" for i in range(10)]
+    assert sizes == [len(call) for call in router.calls] and sum(sizes) == 10
+
+    def broken(size):
+        raise RuntimeError("metrics bug")
+
+    batcher = RouteBatcher(executor, window_s=0.05, max_items=4, on_batch=broken)
+    got = asyncio.run(_serve(batcher, loaded(router), ["a", "b", "c"]))
+    assert got == ["decision:a", "decision:b", "decision:c"]
+    assert "micro-batch callback failed: RuntimeError" in caplog.text
+
+
 @pytest.mark.parametrize("inline", [True, False])
 def test_a_lone_request_is_routed_at_once(executor, inline):
     router = FakeRouter()
@@ -239,6 +256,10 @@ def test_concurrent_single_requests_are_batched_and_each_logged_once(make_app, t
         assert body["decision"]["input_snapshot"]["text"] == item["text"]
     batcher = _state(client).batcher
     assert batcher.items == 24 and batcher.batches <= 24
+    # /metrics says how many requests each classifier call held
+    text = client.get("/metrics").text
+    assert f"hybridroute_micro_batch_items_sum {float(batcher.items)}" in text
+    assert f"hybridroute_micro_batch_items_count {float(batcher.batches)}" in text
 
 
 def test_a_request_id_sent_at_once_by_many_clients_is_logged_once(make_app, tmp_path):

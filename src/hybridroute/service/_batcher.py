@@ -28,8 +28,9 @@ micro-batching off: each request is routed alone, as before) and
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from ._routers import LoadedRouter
 
 __all__ = ["DEFAULT_MAX_ITEMS", "DEFAULT_WINDOW_S", "RouteBatcher", "Ticket", "route_each"]
+
+logger = logging.getLogger(__name__)
 
 #: How long a request waits for others to join its batch (while others are coming).
 DEFAULT_WINDOW_S = 0.001
@@ -145,10 +148,19 @@ class RouteBatcher:
         The longest a request waits for others (``0``: no batching).
     max_items : int
         The most items in one batch.
+    on_batch : callable, optional
+        Called with the number of items of each batch routed (metrics).
     """
 
-    def __init__(self, executor: Executor, window_s: float, max_items: int) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        window_s: float,
+        max_items: int,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
         self._executor = executor
+        self._on_batch = on_batch
         self.window_s = float(window_s)
         self.max_items = int(max_items)
         self._coming = 0  # requests that arrived and have not reached the batcher yet
@@ -227,11 +239,19 @@ class RouteBatcher:
             self._busy = False
             self._last = 1
             self._start_drain()
-        self.batches += 1
-        self.items += 1
+        self._count(1)
         if isinstance(result, UserInputError):
             raise result
         return result
+
+    def _count(self, size: int) -> None:
+        self.batches += 1
+        self.items += size
+        if self._on_batch is not None:
+            try:
+                self._on_batch(size)
+            except Exception as exc:  # a metrics bug must not fail the requests
+                logger.error("micro-batch callback failed: %s", type(exc).__name__)
 
     def _start_drain(self) -> None:
         if self._pending and (self._task is None or self._task.done()):
@@ -283,8 +303,7 @@ class RouteBatcher:
                     if not w.future.done():
                         w.future.set_exception(exc)
                 continue
-            self.batches += 1
-            self.items += len(group)
+            self._count(len(group))
             for w, result in zip(group, results, strict=True):
                 if w.future.done():  # a client that went away
                     continue

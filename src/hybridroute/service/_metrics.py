@@ -23,6 +23,7 @@ Series (all prefixed ``hybridroute_``):
   a transient failure); the last 100,000 snapshots are remembered;
 * ``request_seconds{endpoint}``, ``route_seconds{role}``, ``log_commit_seconds`` --
   latency histograms; ``log_commit_decisions`` -- decisions per group commit;
+  ``micro_batch_items`` -- single-item requests routed per classifier call;
 * ``requests_total{endpoint, status}``, ``duplicate_requests_total{version}``,
   ``shadow_dropped_total``, ``shadow_errors_total{version}``,
   ``routers{name, version, role}`` (1 per router held).
@@ -195,6 +196,12 @@ class ServiceMetrics:
             buckets=_GROUP_BUCKETS,
             registry=r,
         )
+        self.micro_batch = Histogram(
+            "hybridroute_micro_batch_items",
+            "Single-item requests routed together in one classifier call (micro-batching).",
+            buckets=_GROUP_BUCKETS,
+            registry=r,
+        )
         self.shadow_dropped = Counter(
             "hybridroute_shadow_dropped",
             "Shadow jobs dropped because the shadow queue was full.",
@@ -277,6 +284,10 @@ class ServiceMetrics:
         """A group commit of ``size`` decisions took ``seconds``."""
         self.commit_seconds.observe(seconds)
         self.commit_size.observe(size)
+
+    def on_micro_batch(self, size: int) -> None:
+        """``size`` single-item requests were routed in one call."""
+        self.micro_batch.observe(size)
 
     def set_monitor(self, state: Mapping[str, Any]) -> None:
         """Publish the live version's monitor state (:mod:`._monitor`) as gauges."""

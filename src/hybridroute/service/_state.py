@@ -98,7 +98,9 @@ class ServiceState:
         self._executor = ThreadPoolExecutor(
             max_workers=ROUTE_THREADS, thread_name_prefix="hybridroute-route"
         )
-        self.batcher = RouteBatcher(self._executor, *self._batch_settings)
+        self.batcher = RouteBatcher(
+            self._executor, *self._batch_settings, on_batch=self.metrics.on_micro_batch
+        )
         log = await asyncio.to_thread(config.open_log, audit=self.audit)
         try:  # the labels and destinations the outcomes of their decisions may name
             for loaded in self.routers.current.all():
