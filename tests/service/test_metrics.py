@@ -129,3 +129,32 @@ def test_bodies_never_reach_the_logs(make_app, tmp_path, monkeypatch, caplog):
     assert SECRET not in caplog.text
     logged_by_service = [r for r in caplog.records if r.name.startswith("hybridroute.service")]
     assert all("distinctive" not in r.getMessage() for r in logged_by_service)
+
+
+def test_a_kept_child_is_the_metrics_own_and_counts_there():
+    from hybridroute.service._metrics import ServiceMetrics
+
+    metrics = ServiceMetrics(None, 5)
+    first = metrics.child(metrics.requests, "/v1/route", "200")
+    assert first is metrics.requests.labels("/v1/route", "200")
+    assert metrics.child(metrics.requests, "/v1/route", "200") is first
+    for status in (200, 200, 422):
+        metrics.on_request("/v1/route", status, 0.002)
+    assert (
+        metrics.registry.get_sample_value(
+            "hybridroute_requests_total", {"endpoint": "/v1/route", "status": "200"}
+        )
+        == 2.0
+    )
+    assert (
+        metrics.registry.get_sample_value(
+            "hybridroute_requests_total", {"endpoint": "/v1/route", "status": "422"}
+        )
+        == 1.0
+    )
+    assert (
+        metrics.registry.get_sample_value(
+            "hybridroute_request_seconds_count", {"endpoint": "/v1/route"}
+        )
+        == 3.0
+    )

@@ -217,8 +217,7 @@ class _Guard:
         def count(code: int) -> None:
             if not done[0]:
                 done[0] = True
-                state.metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - start)
-                state.metrics.requests.labels(endpoint, str(code)).inc()
+                state.metrics.on_request(endpoint, code, time.perf_counter() - start)
 
         async def receive_wrapper() -> Message:
             if body_in[0]:

@@ -112,6 +112,8 @@ class ServiceMetrics:
         self._segments: set[str] = set()
         self._snapshots: OrderedDict[tuple[str, str, str], str] = OrderedDict()
         self._lock = threading.Lock()
+        # (id of a metric, label values) -> its child (see child)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.decisions = Counter(
             "hybridroute_decisions",
@@ -221,6 +223,21 @@ class ServiceMetrics:
         )
 
     # ------------------------------------------------------------------ observations
+    def child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, kept: prometheus-client checks and looks the labels
+        up under a lock on every call (a few µs, several times per request). Only for
+        metrics whose children are never removed (all but ``routers``)."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
+
+    def on_request(self, endpoint: str, status: int, seconds: float) -> None:
+        """A request to ``endpoint`` answered ``status`` after ``seconds``."""
+        self.child(self.request_seconds, endpoint).observe(seconds)
+        self.child(self.requests, endpoint, str(status)).inc()
+
     def _segment(self, value: str) -> str:
         with self._lock:
             if value in self._segments:
@@ -253,7 +270,8 @@ class ServiceMetrics:
             router = str(rec.get("router"))
             version = str(rec.get("router_version"))
             destination = str(rec.get("selected_destination"))
-            self.decisions.labels(
+            self.child(
+                self.decisions,
                 router,
                 version,
                 role,
@@ -263,16 +281,16 @@ class ServiceMetrics:
             ).inc()
             cause = fallback_cause(rec)
             if cause is not None:
-                self.fallbacks.labels(router, version, role, cause).inc()
+                self.child(self.fallbacks, router, version, role, cause).inc()
             if self._conflict(rec):
-                self.conflicts.labels(router, version).inc()
+                self.child(self.conflicts, router, version).inc()
             if role == "live":
                 segment = segment_value(rec, self.segment_fact)
                 if segment is not None:
                     outcome = (
                         destination if destination in ("ask_user", "human_review") else "other"
                     )
-                    self.segments.labels(self._segment(segment), outcome).inc()
+                    self.child(self.segments, self._segment(segment), outcome).inc()
 
     def set_routers(self, routers: Iterable[LoadedRouter]) -> None:
         """Show exactly ``routers`` (LoadedRouter values) in ``hybridroute_routers``."""

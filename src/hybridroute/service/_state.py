@@ -159,7 +159,7 @@ class ServiceState:
             raise route_problem(refused.error, prefix, self.sensitive) from None
         except UserInputError as exc:  # refused in routing, by no one item's check
             raise route_problem(exc, "", self.sensitive) from None
-        self.metrics.route_seconds.labels("live").observe(time.perf_counter() - start)
+        self.metrics.child(self.metrics.route_seconds, "live").observe(time.perf_counter() - start)
         return decisions
 
     @contextmanager
@@ -189,7 +189,7 @@ class ServiceState:
             decision = await batcher.route(loaded, request, ticket)
         except UserInputError as exc:
             raise route_problem(exc, "", self.sensitive) from None
-        self.metrics.route_seconds.labels("live").observe(time.perf_counter() - start)
+        self.metrics.child(self.metrics.route_seconds, "live").observe(time.perf_counter() - start)
         return decision
 
     async def log_live(
