@@ -41,7 +41,7 @@ def fallback_cause(record: Any) -> str | None:
         record written before causes were recorded); ``None`` when the decision is not a
         fallback.
     """
-    if isinstance(record, Mapping):
+    if type(record) is dict or isinstance(record, Mapping):  # a dict: no ABC check
         stage, reason, detail = record.get("stage"), record.get("reason_code"), record.get("detail")
     else:
         stage, reason, detail = record.stage, record.reason_code, record.detail

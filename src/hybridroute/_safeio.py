@@ -326,11 +326,13 @@ class _Duplicate(Exception):
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _Duplicate(k)
-        out[k] = v
+    out = dict(pairs)  # built in C; a repeated key leaves fewer entries than pairs
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _Duplicate(k)  # the first key that repeats, as the text reads
+            seen.add(k)
     return out
 
 

@@ -311,7 +311,10 @@ class LocalClassifier(LogitClassifier):
         """Raw class scores (logits) of shape ``(n_texts, n_classes)``."""
         self._check_fitted()
         texts = check_texts(texts)
-        x = self._featurizer.transform(texts).astype(self.weights_.dtype)
+        x = self._featurizer.transform(texts)
+        # the weights' dtype set on the values in place: astype() would copy the index
+        # arrays and check the new matrix again, a third of a one-text call (same values)
+        x.data = x.data.astype(self.weights_.dtype)
         return np.asarray(x @ self.weights_, dtype=np.float64) + self.intercept_
 
     # -- persistence --------------------------------------------------------------------

@@ -30,7 +30,7 @@ def _word_ngrams(tokens: list[str], lo: int, hi: int) -> list[str]:
     out = list(tokens) if lo == 1 else []
     n_tokens = len(tokens)
     for n in range(max(lo, 2), min(hi, n_tokens) + 1):
-        out.extend(" ".join(tokens[i : i + n]) for i in range(n_tokens - n + 1))
+        out.extend([" ".join(tokens[i : i + n]) for i in range(n_tokens - n + 1)])
     return out
 
 
@@ -44,7 +44,7 @@ def _char_ngrams(word: str, lo: int, hi: int) -> list[str]:
     size = len(padded)
     out: list[str] = []
     for n in range(lo, min(hi, size) + 1):
-        out.extend(padded[i : i + n] for i in range(size - n + 1))
+        out.extend([padded[i : i + n] for i in range(size - n + 1)])
     return out
 
 
