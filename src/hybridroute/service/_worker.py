@@ -34,4 +34,8 @@ def app_from_env() -> Any:
     config = ServiceConfig.from_json(text)
     if config.admin:
         raise UserInputError(f"{CONFIG_ENV}: a worker's configuration must turn admin off")
-    return create_app(config)
+    app = create_app(config)
+    from ._server import settle_heap
+
+    settle_heap()  # this worker process serves until it stops
+    return app
