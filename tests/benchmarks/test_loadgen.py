@@ -96,29 +96,37 @@ def test_the_cpu_of_a_process_tree_is_read_from_proc():
     assert bench_service._tree_cpu(2**22 + 12345) is None  # no such process
 
 
-def test_sampled_stacks_go_to_the_first_part_they_hold():
-    from benchmarks._pyspy import part_of, shares
-
-    parts = bench_service.SERVER_PARTS
+def test_a_server_stack_goes_to_the_part_of_its_innermost_named_frame():
+    bucket = bench_service._bucket
     root = (
         "<module> (hybridroute/__main__.py:7);run (hybridroute/service/_server.py:97);"
         "Server.run (uvicorn/server.py:86);Runner.run (asyncio/runners.py:118)"
     )
-    assert part_of(root, parts) == "event loop"
+    assert bucket(root) == "event loop"
     http = root + ";RequestResponseCycle.send (uvicorn/protocols/http/httptools_impl.py:524)"
-    assert part_of(http, parts) == "http"
+    assert bucket(http) == "http"
     parse = http + ";route (hybridroute/service/_routes.py:9);loads (json/__init__.py:346)"
-    assert part_of(parse, parts) == "json"
+    assert bucket(parse) == "json"
     score = root + ";_drain (hybridroute/service/_batcher.py:1);dot (scipy/sparse/_base.py:2)"
-    assert part_of(score, parts) == "routing"
+    assert bucket(score) == "routing"
     commit = "_worker (concurrent/futures/thread.py:83);_immediate (hybridroute/records/_log.py:9)"
-    assert part_of(commit, parts) == "log"
-    assert part_of("_worker (concurrent/futures/thread.py:83)", parts) == "threads"
-    assert part_of("<frozen runpy>", parts) == "other"
+    assert bucket(commit) == "log"
+    assert bucket("_worker (concurrent/futures/thread.py:83)") == "threads"
+    assert bucket("<frozen runpy>") == "other"
+
+
+def test_shares_go_to_the_first_part_a_stack_holds():
     from collections import Counter
 
-    got = shares(Counter({root: 3, http: 1, commit: 4}), parts)
-    assert got == {"log": 0.5, "event loop": 0.375, "http": 0.125}
+    from benchmarks._pyspy import part_of, shares
+
+    parts = (("litellm", ("(litellm/",)), ("sdk", ("(openai/", "(httpx/")))
+    both = "acompletion (litellm/main.py:1);post (openai/_base_client.py:2)"
+    assert part_of(both, parts) == "litellm"  # the first part in the order given
+    assert part_of("send (httpx/_client.py:3)", parts) == "sdk"
+    assert part_of("<frozen runpy>", parts) == "other"
+    got = shares(Counter({both: 2, "send (httpx/_client.py:3)": 1, "x (y.py:1)": 1}), parts)
+    assert got == {"litellm": 0.5, "sdk": 0.25, "other": 0.25}
     assert shares(Counter(), parts) == {}
 
 
