@@ -607,6 +607,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 off = {**env, WINDOW_ENV: "0"}
                 with _server(off_cmd, f"{off_base}/readyz", off, tmp / "unbatched.out"):
                     result["paired"] = _paired(base, off_base, items, args, run_id)
+            if args.access_log_pair:
+                # the same service without uvicorn's access log, side by side: single
+                # items at the highest concurrency, in alternating rounds
+                port = _free_port()
+                quiet_base = f"http://{HOST}:{port}"
+                quiet_cmd = [*cmd, "--no-access-log"]
+                quiet_cmd[quiet_cmd.index("--port") + 1] = str(port)
+                quiet_cmd[quiet_cmd.index("--log") + 1] = f"sqlite:///{tmp / 'quiet.sqlite'}"
+                top = 32 if 32 in args.concurrency else max(args.concurrency)
+                part = argparse.Namespace(**{**vars(args), "unbatched": (top,)})
+                with _server(quiet_cmd, f"{quiet_base}/readyz", env, tmp / "quiet.out"):
+                    result["access_log_pair"] = _paired(base, quiet_base, items, part, run_id + "q")
         if args.workers > 1:
             # the same service in N worker processes on one log (single items and batches
             # at the highest concurrency): how throughput grows with processes
@@ -727,6 +739,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="also serve on this PostgreSQL log (postgresql://...) with 1 and 2 workers and "
         "2 replicas, at the highest concurrency",
     )
+    ap.add_argument(
+        "--no-access-log-pair",
+        dest="access_log_pair",
+        action="store_false",
+        help="skip the side-by-side rounds with uvicorn's access log off",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.requests < 1 or args.batch_size < 1 or args.max_seconds <= 0:
@@ -819,6 +837,23 @@ def _goal_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
                 "notes": "a lone client never waits for a batch; median of alternating rounds",
             }
         )
+    for key, quiet in r.get("access_log_pair", {}).items():
+        ratios_each = quiet["throughput_ratio_each"]
+        rows.append(
+            {
+                "key": f"service.single_{key}_access_log_vs_off",
+                "measure": f"single items/s at {key.replace('c', 'c=')}, access log on vs off",
+                "value": quiet["on"]["items_per_s"],
+                "unit": "/s",
+                "baseline": quiet["off"]["items_per_s"],
+                "baseline_label": "serve --no-access-log, side by side",
+                "ratio": float(np.median(ratios_each)),
+                "noise": _spread(ratios_each),
+                "notes": "what uvicorn's access-log line costs a single-item request (the "
+                "decision log and /metrics record every request either way); median of "
+                "alternating rounds",
+            }
+        )
     b8 = _cell(batch, 8)
     if b8 is not None:
         rows.append(
@@ -901,6 +936,8 @@ def runner_entry(quick: bool, settings: dict[str, Any]) -> dict[str, Any]:
         argv += ["--profile", str(settings.get("profile_concurrency", 32))]
     if quick or settings.get("no_mlflow"):
         argv.append("--no-mlflow")
+    if quick or settings.get("no_access_log_pair"):
+        argv.append("--no-access-log-pair")
     if settings.get("log_url"):
         argv += ["--log-url", str(settings["log_url"])]
     r = run(parse_args(argv))
