@@ -107,8 +107,8 @@ def _env(job: str) -> dict[str, str]:
 
 def _workers(rest: list[str]) -> list[str]:
     """pytest-xdist options for the suite: one worker per core, at most two, whole files to a
-    worker (a module's fixtures are built once); none when the caller chose (``-n``,
-    ``-p no:xdist``) or ``HYBRIDROUTE_TEST_WORKERS`` is 1 or less."""
+    worker (a module's fixtures are built once) in collection order; none when the caller
+    chose (``-n``, ``-p no:xdist``) or ``HYBRIDROUTE_TEST_WORKERS`` is 1 or less."""
     chose = any(
         a.startswith(("-n", "--numprocesses", "--dist"))
         or (a.startswith("-p") and "xdist" in a + nxt)  # -p no:xdist, -pno:xdist
@@ -121,7 +121,9 @@ def _workers(rest: list[str]) -> list[str]:
         sys.exit(f"HYBRIDROUTE_TEST_WORKERS must be a whole number, got {wanted!r}")
     if chose or n <= 1:
         return []
-    return ["-n", str(n), "--dist", "loadfile"]
+    # in collection order: tests/conftest.py puts the files that start a JVM, a browser or a
+    # model first (xdist's default order, by tests per file, left them for the end)
+    return ["-n", str(n), "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 def plan(job: str, rest: list[str]) -> tuple[list[object], Path | None] | None:

@@ -113,7 +113,38 @@ def pytest_configure(config):
             raise _refuse(extra, required[0], missing)
 
 
+#: Markers of tests that start something slow -- a JVM, a browser, a model -- and the
+#: folders whose files do (the site's build, a notebook kernel). Their files are handed out
+#: first, so that under pytest-xdist no worker is left with one of them at the end while the
+#: other has finished (dev.py turns off xdist's own order, by number of tests per file,
+#: which put these few-test files last).
+_SLOW_TO_START = ("spark", "browser", "embeddings", "llm")
+_SLOW_TO_START_DIRS = ("docs",)
+
+
+def _slow_to_start(item) -> bool:
+    if any(marker in item.keywords for marker in _SLOW_TO_START):
+        return True
+    try:
+        parts = Path(item.path).relative_to(Path(__file__).parent).parts
+    except ValueError:  # a test file outside this folder
+        return False
+    return len(parts) > 1 and parts[0] in _SLOW_TO_START_DIRS
+
+
+def _slow_files_first(items) -> None:
+    """Every file with a slow-to-start test before the others, each file's tests in their
+    order (a stable sort by file; the same order in every xdist worker)."""
+    slow_files = {str(item.path) for item in items if _slow_to_start(item)}
+    items.sort(key=lambda item: str(item.path) not in slow_files)
+
+
 def pytest_collection_modifyitems(config, items):
+    _deselect_missing_extras(config, items)
+    _slow_files_first(items)
+
+
+def _deselect_missing_extras(config, items) -> None:
     for extra, (_, _, how) in _EXTRAS.items():
         marked = [item for item in items if extra in item.keywords]
         if not marked:

@@ -190,19 +190,23 @@ def test_each_job_runs_where_its_docstring_says(checkout, monkeypatch, job, runs
     assert module.plan("nope", []) is None
 
 
+#: whole files to a worker, in collection order (tests/conftest.py puts the slow-starting first)
+_IN_ORDER = ["--dist", "loadfile", "--no-loadscope-reorder"]
+
+
 @pytest.mark.parametrize(
     ("workers", "cpus", "rest", "added"),
     [
-        ("", 2, [], ["-n", "2", "--dist", "loadfile"]),
-        ("", 16, ["tests/rules"], ["-n", "2", "--dist", "loadfile"]),  # at most two by default
+        ("", 2, [], ["-n", "2", *_IN_ORDER]),
+        ("", 16, ["tests/rules"], ["-n", "2", *_IN_ORDER]),  # at most two by default
         ("", 1, [], []),  # one core: no workers
-        ("4", 2, [], ["-n", "4", "--dist", "loadfile"]),
+        ("4", 2, [], ["-n", "4", *_IN_ORDER]),
         ("1", 2, [], []),
         ("", 2, ["-n", "3"], []),  # the caller chose
         ("", 2, ["-n3"], []),
         ("", 2, ["-p", "no:xdist"], []),
         ("", 2, ["-pno:xdist"], []),
-        ("", 2, ["-p", "no:cacheprovider"], ["-n", "2", "--dist", "loadfile"]),  # not xdist's
+        ("", 2, ["-p", "no:cacheprovider"], ["-n", "2", *_IN_ORDER]),  # not xdist's
         ("", 2, ["--dist", "load"], []),
     ],
 )

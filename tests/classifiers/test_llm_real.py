@@ -296,3 +296,71 @@ def test_the_llm_server_command_prints_its_base_url_and_stops_on_sigterm():
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     assert not os.path.exists(log)  # a clean run leaves no temporary log behind
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _gone(pid: int, timeout: float = 15.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True  # exited; its parent has not reaped it yet
+        except OSError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("when", ["while it loads", "as soon as its URL is printed"])
+def test_a_sigterm_at_any_moment_stops_the_server_it_started(when):
+    """`kill PID` at any moment -- the model still loading, or the URL just printed and the
+    settings not yet -- stops the model server it started and exits 0 (no server left
+    running, no temporary log left behind)."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hybridroute", "llm-server", "--port", "0", "--threads", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (children := _children(proc.pid)):  # the model server has been started
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.05)
+        if when != "while it loads":
+            line = proc.stdout.readline()
+            log = re.search(r"log (\S+)\); Ctrl-C", line).group(1)
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        status = proc.wait(timeout=30)
+    assert status == 0, proc.stderr.read()
+    assert all(_gone(child) for child in children), children
+    if log is not None:
+        assert not os.path.exists(log)

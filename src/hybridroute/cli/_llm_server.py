@@ -15,8 +15,12 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from ..classifiers.llm._local_server import LocalModelServer
 
 _MODEL_HELP = (
     "GGUF model file (default: SmolLM2-135M-Instruct Q4_1, shipped by the llm-local "
@@ -53,33 +57,20 @@ def register(app: typer.Typer) -> None:
         server = LocalModelServer(
             model, host=host, port=port, threads=threads, alias=alias, n_ctx=ctx
         )
-        try:
-            server.start(timeout=ready_timeout)
-        except RuntimeError as exc:
-            from ._app import fail
-
-            raise fail(str(exc).splitlines()[0] + f" (log: {server.log_path})", code=1) from None
-        settings = server.classifier_settings()
-        n_threads = threads if threads is not None else default_threads()
-        typer.echo(
-            f"serving {Path(str(server.model)).name} on {server.api_base} "
-            f"({n_threads} thread{'s' * (n_threads != 1)}, pid {server.pid}, "
-            f"log {server.log_path}); Ctrl-C stops it"
-        )
-        typer.echo(f"classifier settings: {json.dumps(settings)}")
-        typer.echo(
-            f'  python: LLMClassifier("{settings["model"]}", api_base="{settings["api_base"]}", '
-            f'server="{settings["server"]}")'
-        )
-        typer.echo(f"  command line: --model {settings['model']} --api-base {settings['api_base']}")
-        typer.echo(
-            "  a hosted provider: the same settings with its model string "
-            "(openai/gpt-4o-mini, anthropic/...) and no api_base / server"
-        )
-        code = 0
         previous = signal.getsignal(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops the server too
+        # `kill PID` stops the server too, from the start: a SIGTERM while it loads or while
+        # its URL is printed still stops it and removes its temporary log
+        signal.signal(signal.SIGTERM, _interrupt)
         try:
+            try:
+                server.start(timeout=ready_timeout)
+            except RuntimeError as exc:
+                from ._app import fail
+
+                raise fail(
+                    str(exc).splitlines()[0] + f" (log: {server.log_path})", code=1
+                ) from None
+            _print_settings(server, threads if threads is not None else default_threads())
             status = server.wait()
             if status != 0:
                 from ._app import fail
@@ -95,7 +86,27 @@ def register(app: typer.Typer) -> None:
         finally:
             signal.signal(signal.SIGTERM, previous)
             server.stop()
-        raise typer.Exit(code)
+        raise typer.Exit(0)
+
+
+def _print_settings(server: LocalModelServer, n_threads: int) -> None:
+    """The server's URL and the classifier settings that point at it."""
+    settings = server.classifier_settings()
+    typer.echo(
+        f"serving {Path(str(server.model)).name} on {server.api_base} "
+        f"({n_threads} thread{'s' * (n_threads != 1)}, pid {server.pid}, "
+        f"log {server.log_path}); Ctrl-C stops it"
+    )
+    typer.echo(f"classifier settings: {json.dumps(settings)}")
+    typer.echo(
+        f'  python: LLMClassifier("{settings["model"]}", api_base="{settings["api_base"]}", '
+        f'server="{settings["server"]}")'
+    )
+    typer.echo(f"  command line: --model {settings['model']} --api-base {settings['api_base']}")
+    typer.echo(
+        "  a hosted provider: the same settings with its model string "
+        "(openai/gpt-4o-mini, anthropic/...) and no api_base / server"
+    )
 
 
 def _interrupt(signum: int, frame: object) -> None:
