@@ -63,10 +63,15 @@ def _wanted_stamp() -> str:
 
 def _run(cmd: list[object], *, cwd: Path | None, **kw) -> int:
     """Echo ``cmd`` on stderr and run it in ``cwd`` (``None``: the caller's directory)."""
+    return subprocess.call(_echo(cmd, cwd), cwd=cwd, **kw)
+
+
+def _echo(cmd: list[object], cwd: Path | None) -> list[str]:
+    """``cmd`` as strings, echoed on stderr as ``+ (in CWD) command``."""
     args = [str(c) for c in cmd]
     where = "" if cwd is None else f"(in {cwd}) "
     print(f"+ {where}{shlex.join(args)}", file=sys.stderr, flush=True)
-    return subprocess.call(args, cwd=cwd, **kw)
+    return args
 
 
 def _install(cmd: list[object]) -> None:
@@ -156,7 +161,26 @@ def main(argv: list[str]) -> int:
         os.environ["HYBRIDROUTE_EXTRAS"] = os.environ.get("HYBRIDROUTE_EXTRAS", "") + ",docs"
     ensure_env()
     cmd, cwd = planned
-    return _run(cmd, cwd=cwd, env=_env(job))
+    return _become(cmd, cwd=cwd, env=_env(job))
+
+
+def _become(cmd: list[object], *, cwd: Path | None, env: dict[str, str]) -> int:
+    """Run the job as this very process (``exec`` on POSIX, the same PID): a signal sent to
+    dev.py -- ``kill PID``, a CI runner's timeout -- reaches the job itself, which stops as it
+    would when started on its own, and no child is left running behind a dead dev.py.
+    Elsewhere the job runs as a child and its exit status is returned."""
+    if os.name != "posix":
+        return _run(cmd, cwd=cwd, env=env)
+    args = _echo(cmd, cwd)
+    sys.stdout.flush()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        os.execve(args[0], args, env)
+    except OSError as exc:
+        print(f"dev.py: cannot run {args[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 127
+    raise AssertionError("unreachable: execve returns only by raising")  # pragma: no cover
 
 
 if __name__ == "__main__":

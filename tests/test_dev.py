@@ -235,3 +235,46 @@ def test_bench_finds_the_benchmarks_from_any_directory(checkout, user_dir):
     assert out.returncode == 0, out.stderr
     assert "rules" in out.stdout
     assert "+ " not in out.stdout
+
+
+def test_the_job_is_dev_py_itself_so_a_signal_reaches_it(checkout, tmp_path):
+    """dev.py becomes its job (the same process): a SIGTERM sent to dev.py -- `kill PID`, a
+    CI runner's timeout -- stops the job itself, and nothing is left running behind it."""
+    import signal
+    import time
+
+    pid_file = tmp_path / "job.pid"
+    (checkout / "tests").mkdir()
+    (checkout / "tests" / "test_wait.py").write_text(
+        "import os, pathlib, time\n"
+        "def test_wait():\n"
+        f"    pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        "    time.sleep(120)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HYBRIDROUTE_DATA_DIR"}
+    proc = subprocess.Popen(
+        [sys.executable, str(checkout / "dev.py"), "test", "-p", "no:xdist", "tests/test_wait.py"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        assert int(pid_file.read_text()) == proc.pid  # the test runs in dev.py's own process
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGTERM  # pytest ended by the signal, not orphaned
+
+
+def test_a_job_that_cannot_start_is_one_line(checkout, user_dir):
+    (checkout / ".venv" / "bin" / "hybridroute").unlink()
+    out = dev(checkout, user_dir, "hr", "--version")
+    assert out.returncode == 127
+    assert out.stderr.splitlines()[-1].startswith("dev.py: cannot run ")
+    assert "Traceback" not in out.stderr
