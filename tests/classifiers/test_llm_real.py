@@ -298,33 +298,32 @@ def test_the_llm_server_command_prints_its_base_url_and_stops_on_sigterm():
     assert not os.path.exists(log)  # a clean run leaves no temporary log behind
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (state, parent, ...), or
+    ``None`` when there is no such process (Linux's /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    """The processes whose parent is ``pid``."""
     import os
 
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
-                    stat = handle.read()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-    return found
+    stats = {int(e): _stat(int(e)) for e in os.listdir("/proc") if e.isdigit()}
+    return [child for child, stat in stats.items() if stat is not None and int(stat[1]) == pid]
 
 
 def _gone(pid: int, timeout: float = 15.0) -> bool:
+    """Whether ``pid`` ends within ``timeout`` s (a zombie, not yet reaped, has ended)."""
     import time
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True  # exited; its parent has not reaped it yet
-        except OSError:
+        stat = _stat(pid)
+        if stat is None or stat[0] == "Z":
             return True
         time.sleep(0.1)
     return False
